@@ -1,0 +1,5 @@
+import sys
+
+from autotune.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,331 @@
+"""One function per CLI command. Only ``run``/``resume``/``worker`` import the driver (optuna), and
+only trials import torch; the inspection commands read autotune's tables alone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from autotune.cli.table import render_table
+from autotune.datasets import DataError
+from autotune.spec import SpecError
+from autotune.storage.url import StorageError, redact, resolve_url
+
+USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, DataError, StorageError, SQLAlchemyError, FileNotFoundError)
+
+# CSV columns, in order: what a user asks of a trial afterwards.
+EXPORT_COLUMNS = (
+    "trial",
+    "state",
+    "rank",
+    "batch_size",
+    "learning_rate",
+    "val_loss",
+    "train_loss",
+    "score",
+    "accuracy",
+    "wall_time_s",
+    "setup_time_s",
+    "train_time_s",
+    "eval_time_s",
+    "peak_memory_mb",
+    "memory_kind",
+    "samples_per_s",
+    "tokens_per_s",
+    "device",
+    "precision",
+    "optimizer_steps",
+    "examples_seen",
+    "retry_of",
+    "params",
+    "error",
+    "started_at",
+    "finished_at",
+)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    handler = {
+        "run": cmd_run,
+        "resume": cmd_resume,
+        "worker": cmd_worker,
+        "best": cmd_best,
+        "trials": cmd_trials,
+        "export": cmd_export,
+        "validate": cmd_validate,
+        "db": cmd_db,
+    }[args.command]
+    return handler(args)
+
+
+def _positive(n: int | None, flag: str) -> None:
+    if n is not None and n < 1:
+        raise SpecError(f"{flag} must be at least 1, got {n}")
+
+
+def _summary_line(s: Any, url: str) -> str:
+    best = "-" if s.best_score is None else f"{s.best_score:.4f}"
+    state = "interrupted" if s.interrupted else "done"
+    return (
+        f"study '{s.study_name}': {s.finished}/{s.total} trials finished ({state}), best score {best}; "
+        f"see `autotune best {s.study_name} --storage {redact(url)}`"
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from autotune.spec import load_spec
+
+    spec = load_spec(args.spec)
+    _positive(args.n_trials, "--n-trials")
+    _positive(args.workers, "--workers")
+    url = resolve_url(args.storage)
+    from autotune import driver
+
+    if args.workers > 1 or args.devices not in ("auto", "cpu"):
+        from autotune.parallel import run_parallel
+
+        return run_parallel(
+            spec,
+            url,
+            study_name=args.study_name,
+            n_trials=args.n_trials,
+            workers=args.workers,
+            devices=args.devices,
+            show_progress=not args.no_progress,
+            cache_dir=args.cache_dir,
+        )
+    s = driver.run_study(
+        spec,
+        url,
+        study_name=args.study_name,
+        n_trials=args.n_trials,
+        show_progress=not args.no_progress,
+        cache_dir=args.cache_dir,
+    )
+    print(_summary_line(s, url), file=sys.stderr)
+    return 130 if s.interrupted else 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    _positive(args.n_trials, "--n-trials")
+    _positive(args.workers, "--workers")
+    url = resolve_url(args.storage)
+    from autotune import driver
+
+    if args.workers > 1 or args.devices not in ("auto", "cpu"):
+        from autotune.parallel import resume_parallel
+
+        return resume_parallel(
+            url,
+            args.study,
+            n_trials=args.n_trials,
+            workers=args.workers,
+            devices=args.devices,
+            show_progress=not args.no_progress,
+            cache_dir=args.cache_dir,
+        )
+    s = driver.resume_study(
+        url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
+    )
+    print(_summary_line(s, url), file=sys.stderr)
+    return 130 if s.interrupted else 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    _positive(args.n_trials, "--n-trials")
+    url = resolve_url(args.storage)
+    from autotune import driver
+
+    s = driver.resume_study(
+        url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
+    )
+    print(_summary_line(s, url), file=sys.stderr)
+    return 130 if s.interrupted else 0
+
+
+def _open_existing(url: str, study: str) -> Any:
+    from autotune.storage import Store
+
+    store = Store.open(url, create=False)
+    store.require_study(study)
+    return store
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return v
+
+
+def best_record(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "trial": row["trial_number"],
+        "score": row["score"],
+        "val_loss": row["val_loss"],
+        "train_loss": row["train_loss"],
+        "accuracy": row["accuracy"],
+        "params": row["params"],
+        "wall_time_s": row["wall_time_s"],
+        "train_time_s": row["train_time_s"],
+        "eval_time_s": row["eval_time_s"],
+        "peak_memory_mb": row["peak_memory_mb"],
+        "memory_kind": row["memory_kind"],
+        "device": row["device"],
+        "precision": row["precision"],
+        "samples_per_s": row["samples_per_s"],
+    }
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    url = resolve_url(args.storage)
+    store = _open_existing(url, args.study)
+    try:
+        row = store.best(args.study)
+    finally:
+        store.close()
+    if row is None:
+        raise StorageError(f"study '{args.study}' has no complete trial yet")
+    rec = {k: _clean(v) for k, v in best_record(row).items()}
+    if args.format == "json":
+        print(json.dumps(rec, indent=2))
+    elif args.format == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(rec, sort_keys=False), end="")
+    else:
+        flat = {k: v for k, v in rec.items() if k != "params"}
+        lines = [("study", args.study)] + [(k, _show(v)) for k, v in rec["params"].items()]
+        lines += [(k, _show(v)) for k, v in flat.items() if v is not None]
+        width = max(len(k) for k, _ in lines)
+        for k, v in lines:
+            print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def export_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        rec = {c: _clean(r.get(c)) for c in EXPORT_COLUMNS if c in r}
+        rec["trial"] = r["trial_number"]
+        rec["params"] = json.dumps(r["params"], sort_keys=True)
+        out.append({c: rec.get(c) for c in EXPORT_COLUMNS})
+    return out
+
+
+def cmd_trials(args: argparse.Namespace) -> int:
+    url = resolve_url(args.storage)
+    store = _open_existing(url, args.study)
+    try:
+        rows = store.trials(args.study)
+    finally:
+        store.close()
+    recs = export_rows(rows)
+    if args.format == "json":
+        print(json.dumps(recs, indent=2))
+    elif args.format == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=list(EXPORT_COLUMNS))
+        w.writeheader()
+        w.writerows(recs)
+    else:
+        cols = (
+            "trial",
+            "state",
+            "rank",
+            "batch_size",
+            "learning_rate",
+            "score",
+            "val_loss",
+            "train_loss",
+            "accuracy",
+            "wall_time_s",
+            "peak_memory_mb",
+        )
+        print(render_table([{c: r[c] for c in cols} for r in recs], cols))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    url = resolve_url(args.storage)
+    store = _open_existing(url, args.study)
+    try:
+        rows = store.trials(args.study)
+    finally:
+        store.close()
+    df = pd.DataFrame(export_rows(rows), columns=list(EXPORT_COLUMNS))
+    if args.csv == "-":
+        df.to_csv(sys.stdout, index=False)
+        return 0
+    try:
+        df.to_csv(args.csv, index=False)
+    except OSError as err:
+        raise StorageError(f"--csv {args.csv}: cannot write ({err.strerror})") from None
+    print(f"wrote {len(df)} trial(s) to {args.csv}", file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from autotune.spec import load_spec
+
+    for path in args.spec:
+        spec = load_spec(path)
+        if not args.no_data:
+            from autotune.datasets import load_examples
+
+            d = spec.data
+            ex = load_examples(
+                task=spec.task,
+                source=d.source,
+                fmt=d.format,
+                text_field=d.text_field,
+                text_pair_field=d.text_pair_field,
+                prompt_field=d.prompt_field,
+                completion_field=d.completion_field,
+                label_field=d.label_field,
+                validation=d.validation,
+                validation_fraction=d.validation_fraction,
+                max_examples=d.max_examples,
+                seed=spec.seed,
+            )
+            extra = f", {len(ex.labels)} labels" if ex.labels else ""
+            print(
+                f"{path}: ok (study '{spec.name}', {len(ex.train)} train / {len(ex.validation)} validation "
+                f"examples{extra})"
+            )
+        else:
+            print(f"{path}: ok (study '{spec.name}')")
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from autotune.storage import Store
+    from autotune.storage.migrate import current_revision, head_revision
+
+    url = resolve_url(args.storage)
+    if args.db_command == "upgrade":
+        store = Store.open(url, create=True)
+        rev = current_revision(store.engine)
+        store.close()
+        print(f"{redact(url)}: autotune tables at revision {rev} (head {head_revision()})")
+        return 0
+    store = Store.open(url, create=False)
+    rev = current_revision(store.engine)
+    store.close()
+    print(f"{redact(url)}: revision {rev} (head {head_revision()})")
+    return 0

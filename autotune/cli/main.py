@@ -1,0 +1,127 @@
+"""The ``autotune`` command line.
+
+Heavy imports happen inside each command: ``best``, ``trials``, ``export`` and ``validate`` never
+load torch, transformers or peft, so inspecting results is instant on any machine. User errors are
+one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from autotune import __version__
+
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+def _storage_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage",
+        metavar="URL",
+        default=None,
+        help="database URL (default: $AUTOTUNE_STORAGE, else sqlite:///autotune.db); "
+        "prefer the environment variable for a URL with a password",
+    )
+
+
+def _fmt_arg(p: argparse.ArgumentParser, choices: tuple[str, ...], default: str) -> None:
+    p.add_argument("--format", choices=choices, default=default, help=f"output format (default: {default})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="autotune", description="Tune LoRA rank, batch size and learning rate with Optuna; results in SQL."
+    )
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("run", help="create (or continue) a study from a spec and run trials")
+    p.add_argument("spec", help="study spec (YAML)")
+    _storage_arg(p)
+    p.add_argument("--study-name", default=None, help="override the spec's name")
+    p.add_argument(
+        "--n-trials", type=int, default=None, help="total finished trials to reach (default: spec's n_trials)"
+    )
+    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default: 1)")
+    p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1: one worker per GPU")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+
+    p = sub.add_parser("resume", help="continue a stored study until it holds --n-trials finished trials")
+    p.add_argument("study", help="study name")
+    _storage_arg(p)
+    p.add_argument("--n-trials", type=int, default=None, help="total finished trials to reach (default: stored spec's)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default: 1)")
+    p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+
+    p = sub.add_parser("worker", help="join an existing study as one worker (any machine sharing the database)")
+    p.add_argument("study", help="study name")
+    _storage_arg(p)
+    p.add_argument("--n-trials", type=int, default=None, help="total finished trials to reach (default: stored spec's)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+
+    p = sub.add_parser("best", help="show the best finished trial")
+    p.add_argument("study", help="study name")
+    _storage_arg(p)
+    _fmt_arg(p, ("table", "json", "yaml"), "table")
+
+    p = sub.add_parser("trials", help="list every trial with its state")
+    p.add_argument("study", help="study name")
+    _storage_arg(p)
+    _fmt_arg(p, ("table", "json", "csv"), "table")
+
+    p = sub.add_parser("export", help="write one row per trial to a CSV file")
+    p.add_argument("study", help="study name")
+    _storage_arg(p)
+    p.add_argument("--csv", required=True, metavar="PATH", help="output CSV path ('-' for stdout)")
+
+    p = sub.add_parser("validate", help="check a spec (and its data) without running anything")
+    p.add_argument("spec", nargs="+", help="study spec(s) (YAML)")
+    p.add_argument("--no-data", action="store_true", help="check the spec only, not the data it names")
+
+    p = sub.add_parser("db", help="database maintenance")
+    dsub = p.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    q = dsub.add_parser("upgrade", help="create or migrate autotune's tables to the latest revision")
+    _storage_arg(q)
+    q = dsub.add_parser("current", help="show the revision of autotune's tables")
+    _storage_arg(q)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from autotune.cli import commands  # light: no torch
+
+    try:
+        return int(commands.dispatch(args) or 0)
+    except commands.USER_ERRORS as err:
+        print(f"autotune: error: {_one_line(err)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _one_line(err: BaseException) -> str:
+    from autotune.storage.url import redact
+
+    text = " ".join(str(err).split()) or err.__class__.__name__
+    # Database drivers can echo a URL: never let a password through.
+    for word in text.split():
+        if "://" in word and "@" in word:
+            text = text.replace(word, redact(word.strip("'\"(),")))
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

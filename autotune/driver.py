@@ -1,0 +1,373 @@
+"""The study driver: Optuna asks, the worker trains, we score, tell and record.
+
+The worker is imported lazily inside the objective, so importing this module stays light.
+Failures are data: every trial ends as a stored state, and the study goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import signal
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import optuna
+import psutil
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from autotune.datasets import load_examples
+from autotune.progress import Progress
+from autotune.samplers import make_pruner, make_sampler
+from autotune.search_space import distributions, grid_size
+from autotune.spec import SpecError, StudySpec, parse_spec_yaml
+from autotune.storage import StorageError, Store
+from autotune.storage.engine import engine_kwargs
+from autotune.storage.url import url_string
+from autotune.trial import TrialResult, TrialState, trial_config
+
+log = logging.getLogger("autotune")
+
+RETRY_ATTR = "autotune_retry_of"  # user attr on a re-queued trial: the number it re-runs
+ATTEMPT_ATTR = "autotune_attempt"
+MAX_CRASH_RETRIES = 2  # a crash is retried with the same params this many times; OOM/diverged never
+HEARTBEAT_INTERVAL_S = int(os.environ.get("AUTOTUNE_HEARTBEAT_S", "10"))
+GRACE_PERIOD_S = int(os.environ.get("AUTOTUNE_GRACE_S", "60"))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    study_name: str
+    finished: int
+    total: int
+    ran: int
+    interrupted: bool
+    best_score: float | None
+
+
+class _TrialFailed(Exception):
+    """Ends an objective call as an Optuna FAIL (caught by optimize)."""
+
+
+class _Interrupt:
+    """First SIGINT/SIGTERM: stop the running trial at its next step. Second: exit at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.event.is_set():
+            os._exit(128 + signum)
+        self.event.set()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Interrupt]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        for sig in (signal.SIGINT.value, signal.SIGTERM.value):
+            self._old[sig] = signal.signal(sig, self._handle)
+        try:
+            yield self
+        finally:
+            for sig, old in self._old.items():
+                signal.signal(sig, old)
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_inputs(spec: StudySpec) -> list[str] | None:
+    """Everything that can be checked before a trial starts: data path, columns, splits, labels,
+    model path. Raises DataError/SpecError with one line. Returns the label names (seq-cls)."""
+    d = spec.data
+    ex = load_examples(
+        task=spec.task,
+        source=d.source,
+        fmt=d.format,
+        text_field=d.text_field,
+        text_pair_field=d.text_pair_field,
+        prompt_field=d.prompt_field,
+        completion_field=d.completion_field,
+        label_field=d.label_field,
+        validation=d.validation,
+        validation_fraction=d.validation_fraction,
+        max_examples=d.max_examples,
+        seed=spec.seed,
+    )
+    name = spec.model.name
+    looks_like_path = name.startswith((".", "/", "~")) or (os.path.sep in name and name.count("/") > 1)
+    if name != "tiny" and looks_like_path and not os.path.isdir(os.path.expanduser(name)):
+        raise SpecError(f"model.name: {name}: no such model directory")
+    return list(ex.labels) if ex.labels else None
+
+
+def _spec_core(text: str) -> dict[str, Any]:
+    data = parse_spec_yaml(text).model_dump(mode="json")
+    data.pop("n_trials", None)
+    return data
+
+
+def open_study(spec: StudySpec, store: Store, study_name: str) -> optuna.Study:
+    """Create or load the Optuna study in the same database, with heartbeats so a dead
+    worker's trial is failed and re-queued by the living."""
+
+    def on_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        _requeue_or_fail(
+            study,
+            store,
+            study_name,
+            trial.number,
+            trial.params,
+            trial.user_attrs,
+            TrialState.CRASHED,
+            "worker stopped sending heartbeats (killed or paused)",
+        )
+
+    storage = optuna.storages.RDBStorage(
+        url_string(store.url),
+        engine_kwargs=engine_kwargs(store.url),
+        heartbeat_interval=HEARTBEAT_INTERVAL_S,
+        grace_period=GRACE_PERIOD_S,
+        heartbeat_stale_trial_callback=on_stale,
+    )
+    return optuna.create_study(
+        study_name=study_name,
+        storage=storage,
+        sampler=make_sampler(spec),
+        pruner=make_pruner(spec),
+        direction="minimize",
+        load_if_exists=True,
+    )
+
+
+def _requeue_or_fail(
+    study: optuna.Study,
+    store: Store,
+    name: str,
+    number: int,
+    params: dict[str, Any],
+    user_attrs: dict[str, Any],
+    state: TrialState,
+    why: str,
+) -> None:
+    """A trial whose worker died is re-run with the same params up to MAX_CRASH_RETRIES times."""
+    attempt = int(user_attrs.get(ATTEMPT_ATTR, 0))
+    retry = attempt < MAX_CRASH_RETRIES and bool(params)
+    if store.fail_running(name, number, state, why, requeued=retry) and retry:
+        original = int(user_attrs.get(RETRY_ATTR, number))
+        study.enqueue_trial(params, user_attrs={RETRY_ATTR: original, ATTEMPT_ATTR: attempt + 1}, skip_if_exists=False)
+
+
+def reap_dead_local_workers(study: optuna.Study, store: Store, name: str) -> int:
+    """Trials left RUNNING by a process of this host that no longer exists are failed now
+    (the heartbeat would only catch them after the grace period)."""
+    host = socket.gethostname()
+    reaped = 0
+    for row in store.running(name):
+        w = row["worker"] or ""
+        h, _, pid = w.rpartition(":")
+        if h != host or not pid.isdigit() or int(pid) == os.getpid() or psutil.pid_exists(int(pid)):
+            continue
+        tid = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, row["trial_number"])
+        with contextlib.suppress(Exception):
+            ft = study._storage.get_trial(tid)
+            if ft.state == optuna.trial.TrialState.RUNNING:
+                study._storage.set_trial_state_values(tid, state=optuna.trial.TrialState.FAIL)
+            _requeue_or_fail(
+                study,
+                store,
+                name,
+                row["trial_number"],
+                ft.params,
+                ft.user_attrs,
+                TrialState.CRASHED,
+                f"worker {w} died",
+            )
+            reaped += 1
+    with contextlib.suppress(Exception):
+        optuna.storages.fail_stale_trials(study)
+    return reaped
+
+
+def _suggest(trial: optuna.Trial, name: str, dist: Any) -> Any:
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(name, list(dist.choices))
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    assert isinstance(dist, FloatDistribution)
+    return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+
+
+def run_study(
+    spec: StudySpec,
+    raw_url: str,
+    *,
+    study_name: str | None = None,
+    n_trials: int | None = None,
+    show_progress: bool = True,
+    cache_dir: str | None = None,
+) -> RunSummary:
+    """Run trials until the study holds ``n_trials`` finished trials in total."""
+    name = study_name or spec.name
+    labels = check_inputs(spec)
+    store = Store.open(raw_url, create=True)
+    try:
+        existing = store.get_study(name)
+        if existing is None:
+            store.save_study(name, spec.to_yaml(), labels)
+        elif _spec_core(existing.spec_yaml) != _spec_core(spec.to_yaml()):
+            raise SpecError(
+                f"study '{name}' already exists with a different spec: use --study-name for a new "
+                f"study, or `autotune resume {name}` to continue it"
+            )
+        return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir)
+    finally:
+        store.close()
+
+
+def resume_study(
+    raw_url: str,
+    study_name: str,
+    *,
+    n_trials: int | None = None,
+    show_progress: bool = True,
+    cache_dir: str | None = None,
+) -> RunSummary:
+    """Continue a stored study without its spec file: the spec comes from the database."""
+    store = Store.open(raw_url, create=True)
+    try:
+        row = store.require_study(study_name)
+        spec = parse_spec_yaml(row.spec_yaml, f"stored spec of {study_name}")
+        check_inputs(spec)
+        return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir)
+    finally:
+        store.close()
+
+
+def _quiet() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Heartbeats are "experimental" in Optuna since 2.9; we rely on them on purpose.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # peft calls a transformers API deprecated in transformers 5; nothing for a user to act on.
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+
+
+def _run(
+    spec: StudySpec, store: Store, name: str, total: int, show_progress: bool, cache_dir: str | None
+) -> RunSummary:
+    _quiet()
+    if spec.sampler.name == "grid":
+        total = min(total, grid_size(spec))  # the grid sampler stops the study once the grid is done
+    study = open_study(spec, store, name)
+    reap_dead_local_workers(study, store, name)
+    dists = distributions(spec)
+    me = worker_id()
+    stop = _Interrupt()
+    progress = Progress(total, store.count_finished(name), enabled=show_progress, n_evals=spec.budget.evals)
+    ran = 0
+
+    def objective(trial: optuna.Trial) -> float:
+        params = {pname: _suggest(trial, pname, dist) for pname, dist in dists.items()}
+        retry_of = trial.user_attrs.get(RETRY_ATTR)
+        store.trial_started(name, trial.number, params, me, retry_of=retry_of)
+        progress.trial_started(trial.number, params)
+
+        def report(step: int, value: float) -> bool:
+            trial.report(value, step)
+            progress.evaluated(step, value)
+            return trial.should_prune()
+
+        from autotune.worker.run_trial import run_trial  # lazy: torch loads only to train
+
+        result = run_trial(trial_config(spec, params, cache_dir), report, stop.event)
+        return _conclude(study, store, name, trial, params, result, spec, progress)
+
+    with stop.installed():
+        while not stop.event.is_set():
+            done = store.count_finished(name)
+            if done >= total:
+                break
+            if done + len(store.running(name)) >= total and not _has_waiting(study):
+                # Other workers hold the rest: wait for them (a dead one's trial comes back queued).
+                time.sleep(1.0)
+                reap_dead_local_workers(study, store, name)
+                continue
+            # UpdateFinishedTrialError: this worker was paused past the grace period and its trial
+            # was failed and re-queued by another worker meanwhile. Drop the stale result, go on.
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                study.optimize(objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+            ran += 1
+    progress.close()
+    best = store.best(name)
+    return RunSummary(
+        name, store.count_finished(name), total, ran, stop.event.is_set(), best["score"] if best else None
+    )
+
+
+def _has_waiting(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+
+def _conclude(
+    study: optuna.Study,
+    store: Store,
+    name: str,
+    trial: optuna.Trial,
+    params: dict[str, Any],
+    result: TrialResult,
+    spec: StudySpec,
+    progress: Progress,
+) -> float:
+    """Store the result and translate its state for Optuna."""
+    state = result.state
+    if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
+        store.trial_finished(name, trial.number, result)  # keeps the figures and the error
+        # trial_finished set the state; mark it re-queued (or final) and queue the re-run.
+        _requeue_after_finish(study, store, name, trial, params, state)
+        progress.trial_finished(trial.number, state, None, store.best(name))
+        raise _TrialFailed(result.error or state.value)
+    if not store.trial_finished(name, trial.number, result):
+        progress.trial_finished(trial.number, state, None, store.best(name))
+        raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
+    progress.trial_finished(trial.number, state, result.score, store.best(name))
+    if state == TrialState.COMPLETE:
+        assert result.score is not None
+        trial.set_constraint("failed", 0.0)
+        return result.score
+    if state == TrialState.PRUNED:
+        raise optuna.TrialPruned(result.error or "pruned")
+    # OOM, diverged, timeout: infeasible points. Samplers that read constraints (TPE, GP) learn to
+    # avoid them; CMA-ES cannot use an infinite value, so it sees a plain failure instead.
+    if spec.sampler.name == "cmaes":
+        raise _TrialFailed(result.error or state.value)
+    trial.set_constraint("failed", 1.0)
+    return math.inf
+
+
+def _requeue_after_finish(
+    study: optuna.Study, store: Store, name: str, trial: optuna.Trial, params: dict[str, Any], state: TrialState
+) -> None:
+    attempt = int(trial.user_attrs.get(ATTEMPT_ATTR, 0))
+    if state == TrialState.INTERRUPTED or attempt < MAX_CRASH_RETRIES:
+        original = int(trial.user_attrs.get(RETRY_ATTR, trial.number))
+        study.enqueue_trial(params, user_attrs={RETRY_ATTR: original, ATTEMPT_ATTR: attempt + 1}, skip_if_exists=False)
+        store.set_requeued(name, trial.number)
+
+
+def load_stored_spec(store: Store, name: str) -> StudySpec:
+    row = store.require_study(name)
+    try:
+        return parse_spec_yaml(row.spec_yaml, f"stored spec of {name}")
+    except SpecError as err:
+        raise StorageError(str(err)) from None

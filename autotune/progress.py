@@ -1,0 +1,71 @@
+"""Progress of a study run: trials done / total, best score so far, the running trial's step.
+
+On a terminal it is a tqdm bar; elsewhere (CI logs, pipes) one plain line per finished trial.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from tqdm import tqdm
+
+from autotune.trial import TrialState
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+class Progress:
+    def __init__(self, total: int, done: int, *, enabled: bool, n_evals: int) -> None:
+        self.total = total
+        self.n_evals = n_evals
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.best: float | None = None
+        self.current = ""
+        self.bar = (
+            tqdm(
+                total=total,
+                initial=min(done, total),
+                desc="trials",
+                unit="trial",
+                file=sys.stderr,
+                dynamic_ncols=True,
+                leave=True,
+            )
+            if self.tty
+            else None
+        )
+
+    def _postfix(self) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"best={_fmt(self.best)} {self.current}", refresh=True)
+
+    def trial_started(self, number: int, params: dict[str, Any]) -> None:
+        self.current = f"trial {number}: eval 0/{self.n_evals}"
+        self._postfix()
+
+    def evaluated(self, step: int, score: float) -> None:
+        self.current = f"{self.current.split(':')[0]}: eval {step}/{self.n_evals} score={score:.4f}"
+        self._postfix()
+
+    def trial_finished(
+        self, number: int, state: TrialState, score: float | None, best_row: dict[str, Any] | None
+    ) -> None:
+        self.best = best_row["score"] if best_row else None
+        counted = state not in (TrialState.INTERRUPTED,)
+        if self.bar is not None:
+            if counted:
+                self.bar.update(1)
+            self.current = f"trial {number} {state.value}"
+            self._postfix()
+        elif self.enabled:
+            print(
+                f"trial {number} {state.value} score={_fmt(score)} best={_fmt(self.best)}", file=sys.stderr, flush=True
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,6 @@
+"""autotune's storage: our tables (SQLAlchemy + alembic) beside Optuna's RDBStorage tables."""
+
+from autotune.storage.store import Store, StudyRow
+from autotune.storage.url import DEFAULT_URL, ENV_VAR, StorageError, redact, resolve_url
+
+__all__ = ["DEFAULT_URL", "ENV_VAR", "StorageError", "Store", "StudyRow", "redact", "resolve_url"]

@@ -1,0 +1,45 @@
+"""Run autotune's alembic migrations from inside the package (works from an installed wheel).
+
+Our version table is ``autotune_alembic_version``, so it never collides with the
+``alembic_version`` table that Optuna's own schema stamps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+VERSION_TABLE = "autotune_alembic_version"
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def alembic_config(engine: Engine | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if engine is not None:
+        cfg.attributes["engine"] = engine
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    command.downgrade(alembic_config(engine), revision)

@@ -1,0 +1,95 @@
+"""autotune's own tables, beside Optuna's in the same database.
+
+Rows link to Optuna's by ``(study_name, trial_number)``, never by a foreign key into Optuna's
+private tables. Every table is named ``autotune_*`` so migrations can ignore everything else.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+PREFIX = "autotune_"
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+studies = Table(
+    "autotune_studies",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_name", String(512), nullable=False, unique=True),
+    Column("spec_yaml", Text, nullable=False),
+    Column("labels", JSON, nullable=True),  # seq-cls label names, index = class id
+    Column("autotune_version", String(32), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+trials = Table(
+    "autotune_trials",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_name", String(512), nullable=False, index=True),
+    Column("trial_number", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("rank", Integer, nullable=True),
+    Column("batch_size", Integer, nullable=True),
+    Column("learning_rate", Float, nullable=True),
+    Column("val_loss", Float, nullable=True),
+    Column("train_loss", Float, nullable=True),
+    Column("score", Float, nullable=True),
+    Column("accuracy", Float, nullable=True),
+    Column("wall_time_s", Float, nullable=True),
+    Column("setup_time_s", Float, nullable=True),
+    Column("train_time_s", Float, nullable=True),
+    Column("eval_time_s", Float, nullable=True),
+    Column("samples_per_s", Float, nullable=True),
+    Column("tokens_per_s", Float, nullable=True),
+    Column("peak_memory_mb", Float, nullable=True),
+    Column("memory_kind", String(32), nullable=True),
+    Column("device", String(128), nullable=True),
+    Column("precision", String(8), nullable=True),
+    Column("optimizer_steps", Integer, nullable=True),
+    Column("examples_seen", Integer, nullable=True),
+    Column("versions", JSON, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
+    Column("requeued", Boolean, nullable=False, default=False),  # a retry of this trial was queued
+    Column("worker", String(256), nullable=True),  # host:pid, for reaping dead local workers
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("study_name", "trial_number"),
+)
+
+curves = Table(
+    "autotune_curves",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_name", String(512), nullable=False),
+    Column("trial_number", Integer, nullable=False),
+    Column("eval_index", Integer, nullable=False),
+    Column("optimizer_steps", Integer, nullable=False),
+    Column("examples_seen", Integer, nullable=False),
+    Column("val_loss", Float, nullable=True),
+    Column("train_loss", Float, nullable=True),
+    Column("score", Float, nullable=True),
+    Column("accuracy", Float, nullable=True),
+    UniqueConstraint("study_name", "trial_number", "eval_index"),
+)

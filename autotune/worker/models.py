@@ -1,0 +1,189 @@
+"""Base models and tokenizers: a tiny model built from a config in code, or any HF model.
+
+The base model is loaded once per worker process (``BaseModelCache``); each trial wraps it with
+fresh LoRA adapters and unloads them afterwards, so the base weights are never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autotune.datasets import Record
+
+TINY = "tiny"
+_SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]")
+
+
+class ModelError(ValueError):
+    """A user error about the model: one line."""
+
+
+def tiny_tokenizer(rows: list[Record], fields: list[str]) -> Any:
+    """A word-level tokenizer whose vocabulary is the sorted words of ``rows``: deterministic,
+    so every process that builds it from the same data gets the same ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words: set[str] = set()
+    pre = pre_tokenizers.Whitespace()
+    for r in rows:
+        for f in fields:
+            words.update(w for w, _ in pre.pre_tokenize_str(str(r[f])))
+    vocab = {tok: i for i, tok in enumerate(_SPECIALS)}
+    for w in sorted(words):
+        vocab.setdefault(w, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        bos_token="[BOS]",
+        eos_token="[EOS]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+    )
+
+
+def build_tiny(
+    task: str,
+    vocab_size: int,
+    num_labels: int,
+    *,
+    hidden: int,
+    layers: int,
+    heads: int,
+    intermediate: int,
+    pad_id: int,
+    seed: int,
+) -> torch.nn.Module:
+    """A llama-style causal LM or a bert-style classifier, randomly initialised from ``seed``."""
+    torch.manual_seed(seed)
+    if task == "causal-lm":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        cfg = LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden,
+            intermediate_size=intermediate,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            max_position_embeddings=2048,
+            pad_token_id=pad_id,
+            bos_token_id=2,
+            eos_token_id=3,
+            tie_word_embeddings=True,
+        )
+        return LlamaForCausalLM(cfg)
+    from transformers import BertConfig, BertForSequenceClassification
+
+    bcfg = BertConfig(  # type: ignore[call-arg]
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        max_position_embeddings=2048,
+        pad_token_id=pad_id,
+        num_labels=num_labels,
+    )
+    return BertForSequenceClassification(bcfg)
+
+
+def load_tokenizer(name: str, revision: str | None) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(name, revision=revision)
+    except (OSError, ValueError) as err:
+        raise ModelError(
+            f"model.name: cannot load a tokenizer from '{name}' ({str(err).splitlines()[0][:160]})"
+        ) from None
+    if tok.pad_token_id is None and tok.eos_token_id is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_pretrained(
+    name: str, task: str, num_labels: int, revision: str | None, dtype: torch.dtype, seed: int
+) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    torch.manual_seed(seed)  # a new classification head is initialised from this seed
+    try:
+        if task == "causal-lm":
+            return AutoModelForCausalLM.from_pretrained(name, revision=revision, dtype=dtype)
+        return AutoModelForSequenceClassification.from_pretrained(
+            name, revision=revision, dtype=dtype, num_labels=num_labels
+        )
+    except (OSError, ValueError) as err:
+        raise ModelError(f"model.name: cannot load '{name}' ({str(err).splitlines()[0][:160]})") from None
+
+
+def is_local_or_tiny(name: str) -> bool:
+    return name == TINY or Path(name).exists()
+
+
+# peft's own per-architecture defaults serve "auto"; these presets name more of the model.
+_ATTENTION_NAMES = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "query",
+    "key",
+    "value",
+    "c_attn",
+    "qkv_proj",
+    "Wqkv",
+    "out_proj",
+)
+
+
+def resolve_target_modules(model: torch.nn.Module, preset: str | tuple[str, ...]) -> list[str] | str | None:
+    if isinstance(preset, tuple):
+        names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
+        missing = [t for t in preset if t not in names]
+        if missing:
+            raise ModelError(f"lora.target_modules: the model has no module named '{missing[0]}'")
+        return list(preset)
+    if preset == "auto":
+        return None
+    if preset == "all-linear":
+        return "all-linear"
+    if preset == "attention":
+        found = sorted(
+            {
+                n.rsplit(".", 1)[-1]
+                for n, m in model.named_modules()
+                if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in _ATTENTION_NAMES
+            }
+        )
+        if not found:
+            raise ModelError("lora.target_modules: the 'attention' preset found no attention projections")
+        return found
+    raise ModelError(f"lora.target_modules: unknown preset '{preset}' (auto, attention, all-linear, or a list)")
+
+
+@dataclass
+class BaseModelCache:
+    """One base model and tokenizer per worker process, keyed by what defines them."""
+
+    key: tuple[Any, ...] | None = None
+    model: torch.nn.Module | None = None
+
+    def get(self, key: tuple[Any, ...]) -> torch.nn.Module | None:
+        return self.model if key == self.key else None
+
+    def put(self, key: tuple[Any, ...], model: torch.nn.Module) -> None:
+        self.key, self.model = key, model

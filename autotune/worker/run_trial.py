@@ -1,0 +1,393 @@
+"""One LoRA trial, read top to bottom: setup -> model -> data -> train -> evaluate -> measure.
+
+The worker never imports optuna or storage: it takes a ``report(step, score) -> should_stop``
+callback and returns a ``TrialResult``. Failures (OOM, NaN loss, pruning, interruption, timeout,
+crashes) come back as states, never as exceptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from autotune.datasets import Examples, load_examples
+from autotune.scoring import score as weighted_score
+from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialState
+from autotune.worker import data as wdata
+from autotune.worker.memory import MemoryMeter
+from autotune.worker.models import (
+    TINY,
+    BaseModelCache,
+    build_tiny,
+    load_pretrained,
+    load_tokenizer,
+    resolve_target_modules,
+    tiny_tokenizer,
+)
+from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
+
+
+class _Stop(Exception):
+    """Raised inside the loop to end a trial early with a given state."""
+
+    def __init__(self, state: TrialState, why: str) -> None:
+        super().__init__(why)
+        self.state = state
+
+
+# ------------------------------------------------------------------ per-process state
+# The base model and the tokenized data are built once per worker process and reused by every
+# trial: only the LoRA adapters (and a task head) are new per trial.
+
+
+@dataclass
+class _DataEntry:
+    key: tuple[Any, ...]
+    examples: Examples
+    tokenizer: Any
+    data: wdata.TokenizedData
+
+
+_MODELS = BaseModelCache()
+_DATA: dict[tuple[Any, ...], _DataEntry] = {}
+
+
+def _data_key(c: TrialConfig) -> tuple[Any, ...]:
+    return (
+        c.model,
+        c.model_revision,
+        c.task,
+        c.data_source,
+        c.data_format,
+        c.text_field,
+        c.text_pair_field,
+        c.prompt_field,
+        c.completion_field,
+        c.label_field,
+        c.validation,
+        c.validation_fraction,
+        c.max_length,
+        c.max_examples,
+        c.seed,
+    )
+
+
+def prepare_data(c: TrialConfig) -> _DataEntry:
+    key = _data_key(c)
+    hit = _DATA.get(key)
+    if hit is not None:
+        return hit
+    examples = load_examples(
+        task=c.task,
+        source=c.data_source,
+        fmt=c.data_format,
+        text_field=c.text_field,
+        text_pair_field=c.text_pair_field,
+        prompt_field=c.prompt_field,
+        completion_field=c.completion_field,
+        label_field=c.label_field,
+        validation=c.validation,
+        validation_fraction=c.validation_fraction,
+        max_examples=c.max_examples,
+        seed=c.seed,
+    )
+    if c.model == TINY:
+        fields = [
+            f
+            for f in (c.text_field, c.text_pair_field, c.prompt_field, c.completion_field)
+            if f is not None and f in examples.train[0]
+        ]
+        tokenizer = tiny_tokenizer(examples.train + examples.validation, fields)
+    else:
+        tokenizer = load_tokenizer(c.model, c.model_revision)
+    from autotune.worker.cache import tokenize_cached
+
+    tokenized = tokenize_cached(tokenizer, examples, c)
+    entry = _DataEntry(key, examples, tokenizer, tokenized)
+    _DATA.clear()  # one study per process: keep one dataset in memory
+    _DATA[key] = entry
+    return entry
+
+
+def base_model(c: TrialConfig, entry: _DataEntry, device: torch.device, prec: Precision) -> torch.nn.Module:
+    n_labels = len(entry.data.labels) if entry.data.labels else 0
+    dtype = prec.autocast_dtype if (device.type == "cuda" and prec.autocast_dtype is not None) else torch.float32
+    key = (
+        c.model,
+        c.model_revision,
+        c.task,
+        c.tiny_hidden_size,
+        c.tiny_num_layers,
+        c.tiny_num_heads,
+        c.tiny_intermediate_size,
+        n_labels,
+        len(entry.tokenizer),
+        str(dtype),
+        str(device),
+        c.seed,
+    )
+    model = _MODELS.get(key)
+    if model is None:
+        _MODELS.put((), torch.nn.Identity())  # drop the old model before loading a new one
+        if c.model == TINY:
+            model = build_tiny(
+                c.task,
+                len(entry.tokenizer),
+                n_labels,
+                hidden=c.tiny_hidden_size,
+                layers=c.tiny_num_layers,
+                heads=c.tiny_num_heads,
+                intermediate=c.tiny_intermediate_size,
+                pad_id=entry.data.pad_id,
+                seed=c.seed,
+            )
+        else:
+            model = load_pretrained(c.model, c.task, n_labels, c.model_revision, dtype, c.seed)
+            cfg: Any = model.config
+            if c.task == "seq-cls" and cfg.pad_token_id is None:
+                cfg.pad_token_id = entry.data.pad_id
+        model.to(device=device, dtype=dtype)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        _MODELS.put(key, model)
+    return model
+
+
+def _add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(c.seed)  # the same seed gives the same adapter (and head) init in any process
+    lcfg = LoraConfig(
+        r=c.rank,
+        lora_alpha=c.lora_alpha,  # type: ignore[arg-type]  # peft accepts a float alpha
+        lora_dropout=c.lora_dropout,
+        target_modules=resolve_target_modules(base, c.target_modules),
+        task_type="CAUSAL_LM" if c.task == "causal-lm" else "SEQ_CLS",
+    )
+    model = get_peft_model(base, lcfg)
+    for p in model.parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()  # trainable weights and AdamW state in fp32 under any autocast
+    return model
+
+
+def _remove_adapters(model: torch.nn.Module) -> None:
+    # unload() takes the LoRA layers (and the head copy) out and gives the untouched base back.
+    model.unload()  # type: ignore[operator]
+
+
+def _eval_steps(n_steps: int, evals: int) -> list[int]:
+    """Optimizer steps after which to evaluate: evenly spaced fractions of the budget."""
+    points = sorted({max(1, round(k * n_steps / evals)) for k in range(1, evals + 1)})
+    return points
+
+
+# ------------------------------------------------------------------ the recipe
+
+
+def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event | None = None) -> TrialResult:
+    t_start = time.perf_counter()
+    device = pick_device()
+    prec = pick_precision(config.precision, device)
+    result = TrialResult(
+        state=TrialState.CRASHED, device=device_name(device), precision=prec.name, versions=_versions()
+    )
+    model: torch.nn.Module | None = None
+    oom = False
+    meter = MemoryMeter(device)
+    try:
+        with meter:
+            # setup: data (cached per process), base model (cached), fresh adapters
+            entry = prepare_data(config)
+            base = base_model(config, entry, device, prec)
+            model = _add_adapters(base, config)
+            _sync(device)
+            result.setup_time_s = time.perf_counter() - t_start
+            _train(model, entry.data, config, device, prec, report, interrupt, result, t_start)
+    except torch.OutOfMemoryError as err:
+        oom = True
+        result.state, result.error = TrialState.OOM, f"out of memory: {str(err).splitlines()[0][:200]}"
+    except _Stop as stop:
+        result.state, result.error = stop.state, str(stop)
+    except KeyboardInterrupt:
+        result.state, result.error = TrialState.INTERRUPTED, "interrupted"
+    except Exception as err:  # a crash is data: keep the message, let the study go on
+        result.state = TrialState.CRASHED
+        result.error = f"{err.__class__.__name__}: {err}"[:500] + "\n" + traceback.format_exc(limit=3)[-1500:]
+    # Release memory outside the except block: the traceback would otherwise pin the tensors.
+    if model is not None:
+        with contextlib.suppress(Exception):
+            _remove_adapters(model)
+        model = None
+    if oom and device.type == "cuda":
+        torch.cuda.empty_cache()
+    result.peak_memory_mb = meter.peak_mb()
+    result.memory_kind = meter.kind
+    result.wall_time_s = time.perf_counter() - t_start
+    return result
+
+
+def _train(
+    model: torch.nn.Module,
+    data: wdata.TokenizedData,
+    c: TrialConfig,
+    device: torch.device,
+    prec: Precision,
+    report: ReportFn,
+    interrupt: threading.Event | None,
+    result: TrialResult,
+    t_start: float,
+) -> None:
+    n_steps = math.ceil(c.train_examples / c.batch_size)
+    evals_at = _eval_steps(n_steps, c.evals)
+    order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, group_by_length=True)
+    eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.max_eval_examples)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    fused_ok = device.type == "cuda"
+    opt = torch.optim.AdamW(
+        trainable,
+        lr=c.learning_rate,
+        weight_decay=c.weight_decay,
+        fused=fused_ok or None,
+        foreach=None if fused_ok else True,
+    )
+    scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
+    step_fn = torch.compile(_forward_loss) if c.compile else _forward_loss
+    losses = torch.zeros(n_steps, device=device)  # per-step train loss, read only at evaluations
+    tail = max(1, math.ceil(c.train_tail_fraction * n_steps))
+    tokens = 0
+    train_time = eval_time = 0.0
+    model.train()
+    t_phase = time.perf_counter()
+    for step in range(n_steps):
+        if interrupt is not None and interrupt.is_set():
+            raise _Stop(TrialState.INTERRUPTED, f"interrupted at step {step}/{n_steps}")
+        if c.timeout_s is not None and time.perf_counter() - t_start > c.timeout_s:
+            raise _Stop(TrialState.TIMEOUT, f"timeout after {c.timeout_s:g}s at step {step}/{n_steps}")
+        batch = wdata.make_batch(data.train, order[step], device)
+        tokens += batch.n_tokens
+        loss = _train_step(model, step_fn, batch, opt, scaler, trainable, prec, c.max_grad_norm)
+        losses[step] = loss.detach()
+        done = step + 1
+        if done in evals_at:
+            _sync(device)
+            train_time += time.perf_counter() - t_phase
+            t_eval = time.perf_counter()
+            val_loss, acc = _evaluate(model, data.validation, eval_order, device, prec)
+            eval_time += time.perf_counter() - t_eval
+            model.train()
+            window = losses[max(0, done - tail) : done]
+            train_loss = float(window.mean())
+            result.train_time_s, result.eval_time_s = train_time, eval_time
+            result.optimizer_steps, result.examples_seen = done, done * c.batch_size
+            _throughput(result, tokens)
+            if not (
+                math.isfinite(train_loss) and math.isfinite(val_loss) and bool(torch.isfinite(losses[:done]).all())
+            ):
+                raise _Stop(TrialState.DIVERGED, f"non-finite loss at step {done} (train {train_loss}, val {val_loss})")
+            s = weighted_score(val_loss, train_loss, c.val_weight, c.train_weight)
+            k = evals_at.index(done) + 1
+            result.curve.append(EvalPoint(k, done, done * c.batch_size, val_loss, train_loss, s, acc))
+            result.val_loss, result.train_loss, result.score, result.accuracy = val_loss, train_loss, s, acc
+            if report(k, s) and done < n_steps:
+                raise _Stop(TrialState.PRUNED, f"pruned at evaluation {k}/{len(evals_at)} (step {done})")
+            t_phase = time.perf_counter()
+    result.state = TrialState.COMPLETE
+
+
+def _forward_loss(model: torch.nn.Module, batch: wdata.Batch) -> torch.Tensor:
+    kw: dict[str, Any] = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "labels": batch.labels}
+    if batch.token_type_ids is not None:
+        kw["token_type_ids"] = batch.token_type_ids
+    loss: torch.Tensor = model(**kw).loss
+    return loss
+
+
+def _train_step(
+    model: torch.nn.Module,
+    step_fn: Any,
+    batch: wdata.Batch,
+    opt: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    trainable: list[torch.nn.Parameter],
+    prec: Precision,
+    max_grad_norm: float,
+) -> torch.Tensor:
+    with torch.autocast(
+        batch.input_ids.device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
+    ):
+        loss: torch.Tensor = step_fn(model, batch)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)  # clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm, foreach=True)
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm, foreach=True)
+        opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+@torch.no_grad()
+def _evaluate(
+    model: torch.nn.Module, split: wdata.TokenizedSplit, order: list[np.ndarray], device: torch.device, prec: Precision
+) -> tuple[float, float | None]:
+    """Mean loss over the whole validation split (per token for an LM, per example for a
+    classifier), and accuracy for a classifier. One host sync at the end."""
+    model.eval()
+    total = torch.zeros((), device=device, dtype=torch.float64)
+    count = torch.zeros((), device=device, dtype=torch.float64)
+    correct = torch.zeros((), device=device, dtype=torch.float64)
+    is_cls = split.labels.dim() == 1
+    for idx in order:
+        batch = wdata.make_batch(split, idx, device)
+        kw: dict[str, Any] = {
+            "input_ids": batch.input_ids,
+            "attention_mask": batch.attention_mask,
+            "labels": batch.labels,
+        }
+        if batch.token_type_ids is not None:
+            kw["token_type_ids"] = batch.token_type_ids
+        with torch.autocast(
+            device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
+        ):
+            out = model(**kw)
+        if is_cls:
+            n = torch.tensor(float(len(idx)), device=device, dtype=torch.float64)
+            correct += (out.logits.argmax(-1) == batch.labels).sum()
+        else:
+            n = (batch.labels[:, 1:] != wdata.IGNORE_INDEX).sum().to(torch.float64)
+        total += out.loss.double() * n
+        count += n
+    val = float(total / count.clamp(min=1))
+    acc = float(correct / count.clamp(min=1)) if is_cls else None
+    return val, acc
+
+
+def _throughput(result: TrialResult, tokens: int) -> None:
+    if result.train_time_s > 0:
+        result.samples_per_s = result.examples_seen / result.train_time_s
+        result.tokens_per_s = tokens / result.train_time_s
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _versions() -> dict[str, str]:
+    import peft
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}
