@@ -7,6 +7,7 @@ Our version table is ``autotune_alembic_version``, so it never collides with the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -14,7 +15,19 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from autotune.storage.tables import PREFIX
+
 VERSION_TABLE = "autotune_alembic_version"
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Autogenerate sees only ``autotune_*`` tables: Optuna's, in the same database, are never
+    proposed for dropping."""
+    if type_ == "table":
+        return bool(name) and str(name).startswith(PREFIX)
+    return True
+
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 

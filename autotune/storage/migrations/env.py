@@ -11,16 +11,10 @@ from typing import Any
 from alembic import context
 from sqlalchemy import create_engine
 
-from autotune.storage.migrate import VERSION_TABLE
-from autotune.storage.tables import PREFIX, metadata
+from autotune.storage.migrate import VERSION_TABLE, include_name
+from autotune.storage.tables import metadata
 
 config = context.config
-
-
-def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
-    if type_ == "table":
-        return bool(name) and str(name).startswith(PREFIX)
-    return True
 
 
 def _configure(connection: Any) -> None:

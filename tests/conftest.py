@@ -1,0 +1,75 @@
+"""Shared fixtures: tiny specs that run in seconds, and in-process CLI calls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Keep every test's tokenized-data cache inside its tmp dir, never in the user's home.
+os.environ.setdefault("AUTOTUNE_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "autotune-test-cache"))
+
+
+def tiny_spec(name: str = "t", **over: Any) -> dict[str, Any]:
+    """A causal-LM spec on the built-in smoke data, sized for a test: each trial < 1 s."""
+    spec: dict[str, Any] = {
+        "name": name,
+        "task": "causal-lm",
+        "model": {
+            "name": "tiny",
+            "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64},
+        },
+        "data": {"source": "builtin:smoke", "max_length": 24, "max_examples": 400},
+        "lora": {"target_modules": "all-linear", "dropout": 0.0},
+        "search": {
+            "rank": {"choices": [4, 8]},
+            "batch_size": {"choices": [16, 32]},
+            "learning_rate": {"low": 1e-3, "high": 1e-2, "log": True},
+        },
+        "budget": {"train_examples": 128, "evals": 2, "max_eval_examples": 64},
+        "sampler": "tpe",
+        "pruner": "none",
+        "seed": 0,
+        "n_trials": 3,
+    }
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    return spec
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[..., Path]:
+    def _write(data: dict[str, Any], filename: str = "spec.yaml") -> Path:
+        path = tmp_path / filename
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'study.db'}"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run the CLI in this process; returns (exit code, stdout, stderr)."""
+    from autotune.cli.main import main
+
+    def _run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(argv))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return _run

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import optuna
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from autotune.storage import Store
+from autotune.storage.migrate import VERSION_TABLE, current_revision, downgrade, head_revision, include_name, upgrade
+from autotune.storage.tables import metadata
+
+OUR_TABLES = {"autotune_studies", "autotune_trials", "autotune_curves", VERSION_TABLE}
+
+
+def test_upgrade_on_an_empty_database(db_url: str) -> None:
+    store = Store.open(db_url, create=True)
+    names = set(inspect(store.engine).get_table_names())
+    assert names >= OUR_TABLES, names
+    assert current_revision(store.engine) == head_revision()
+    assert "alembic_version" not in names  # that name belongs to Optuna's schema
+
+
+def test_upgrade_beside_optuna_tables_and_back(db_url: str) -> None:
+    optuna.create_study(study_name="o", storage=db_url)  # Optuna first: its tables + alembic_version
+    store = Store.open(db_url, create=True)
+    names = set(inspect(store.engine).get_table_names())
+    assert {"studies", "trials", "alembic_version"} <= names and names >= OUR_TABLES
+    with store.engine.connect() as conn:
+        optuna_rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        ours = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one()
+    assert ours == head_revision() and optuna_rev != ours
+    # Optuna still reads its study after our migration ran.
+    assert optuna.load_study(study_name="o", storage=db_url).study_name == "o"
+    downgrade(store.engine, "base")
+    names = set(inspect(store.engine).get_table_names())
+    assert not (names & {"autotune_studies", "autotune_trials", "autotune_curves"})
+    assert {"studies", "trials"} <= names  # Optuna's tables untouched
+    upgrade(store.engine)
+    assert current_revision(store.engine) == head_revision()
+
+
+def test_models_match_migrations_and_ignore_optuna(db_url: str) -> None:
+    optuna.create_study(study_name="o", storage=db_url)
+    store = Store.open(db_url, create=True)
+    with store.engine.connect() as conn:
+        ctx = MigrationContext.configure(
+            conn, opts={"include_name": include_name, "compare_type": True, "version_table": VERSION_TABLE}
+        )
+        diff = compare_metadata(ctx, metadata)
+    assert diff == [], f"models and migrations differ, or Optuna's tables are proposed for change: {diff}"
+
+
+def test_optuna_dashboard_can_open_the_database(db_url: str) -> None:
+    """optuna-dashboard reads through RDBStorage: our tables beside Optuna's must not upset it."""
+    optuna.create_study(study_name="o", storage=db_url).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    Store.open(db_url, create=True)
+    storage = optuna.storages.RDBStorage(db_url)
+    summaries = optuna.get_all_study_summaries(storage)
+    assert [s.study_name for s in summaries] == ["o"]
+    try:
+        from optuna_dashboard._app import create_app  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    app = create_app(storage)
+    assert app is not None
