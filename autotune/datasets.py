@@ -118,7 +118,13 @@ def _read_file(path: Path, fmt: str) -> list[Record]:
             if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
                 rows = json.loads(text)
             else:
-                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+                rows = []
+                for lineno, line in enumerate(text.splitlines(), start=1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError:
+                            raise DataError(f"{path}: invalid JSON on line {lineno}") from None
             if not all(isinstance(r, dict) for r in rows):
                 raise DataError(f"{path}: every JSON line must be an object")
             return rows

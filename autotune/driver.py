@@ -25,6 +25,7 @@ import psutil
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from autotune.datasets import load_examples
+from autotune.packaged import resolve_model
 from autotune.progress import Progress
 from autotune.samplers import make_pruner, make_sampler
 from autotune.search_space import distributions, grid_size
@@ -32,7 +33,7 @@ from autotune.spec import SpecError, StudySpec, parse_spec_yaml
 from autotune.storage import StorageError, Store
 from autotune.storage.engine import engine_kwargs
 from autotune.storage.url import url_string
-from autotune.trial import TrialResult, TrialState, trial_config
+from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
 
 log = logging.getLogger("autotune")
 
@@ -105,8 +106,8 @@ def check_inputs(spec: StudySpec) -> list[str] | None:
         max_examples=d.max_examples,
         seed=spec.seed,
     )
-    name = spec.model.name
-    looks_like_path = name.startswith((".", "/", "~")) or (os.path.sep in name and name.count("/") > 1)
+    name = resolve_model(spec.model.name)
+    looks_like_path = name.startswith((".", "/", "~")) or name.count("/") > 1
     if name != "tiny" and looks_like_path and not os.path.isdir(os.path.expanduser(name)):
         raise SpecError(f"model.name: {name}: no such model directory")
     return list(ex.labels) if ex.labels else None
@@ -134,6 +135,11 @@ def open_study(spec: StudySpec, store: Store, study_name: str) -> optuna.Study:
             "worker stopped sending heartbeats (killed or paused)",
         )
 
+    with store.init_lock():
+        return _open_study_locked(spec, store, study_name, on_stale)
+
+
+def _open_study_locked(spec: StudySpec, store: Store, study_name: str, on_stale: Any) -> optuna.Study:
     storage = optuna.storages.RDBStorage(
         url_string(store.url),
         engine_kwargs=engine_kwargs(store.url),
@@ -217,23 +223,47 @@ def run_study(
     n_trials: int | None = None,
     show_progress: bool = True,
     cache_dir: str | None = None,
+    trial_fn: TrialFn | None = None,
 ) -> RunSummary:
-    """Run trials until the study holds ``n_trials`` finished trials in total."""
+    """Run trials until the study holds ``n_trials`` finished trials in total.
+
+    ``trial_fn`` replaces the worker (benchmarks of the driver alone); by default it is
+    ``autotune.worker.run_trial.run_trial``, imported when the first trial starts."""
     name = study_name or spec.name
     labels = check_inputs(spec)
     store = Store.open(raw_url, create=True)
     try:
-        existing = store.get_study(name)
-        if existing is None:
-            store.save_study(name, spec.to_yaml(), labels)
-        elif _spec_core(existing.spec_yaml) != _spec_core(spec.to_yaml()):
-            raise SpecError(
-                f"study '{name}' already exists with a different spec: use --study-name for a new "
-                f"study, or `autotune resume {name}` to continue it"
-            )
-        return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir)
+        _save_spec(store, spec, name, labels)
+        return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
+
+
+def _save_spec(store: Store, spec: StudySpec, name: str, labels: list[str] | None) -> None:
+    existing = store.get_study(name)
+    if existing is None:
+        store.save_study(name, spec.to_yaml(), labels)
+    elif _spec_core(existing.spec_yaml) != _spec_core(spec.to_yaml()):
+        raise SpecError(
+            f"study '{name}' already exists with a different spec: use --study-name for a new "
+            f"study, or `autotune resume {name}` to continue it"
+        )
+
+
+def prepare_study(spec: StudySpec, raw_url: str, name: str, n_trials: int, *, resume: bool = False) -> int:
+    """Check the inputs, create tables and the study once, reap dead local workers; return the
+    total to reach. Used before starting several workers, so they never race on set-up."""
+    _quiet()
+    labels = check_inputs(spec)
+    store = Store.open(raw_url, create=True)
+    try:
+        if not resume:
+            _save_spec(store, spec, name, labels)
+        study = open_study(spec, store, name)
+        reap_dead_local_workers(study, store, name)
+    finally:
+        store.close()
+    return min(n_trials, grid_size(spec)) if spec.sampler.name == "grid" else n_trials
 
 
 def resume_study(
@@ -243,6 +273,7 @@ def resume_study(
     n_trials: int | None = None,
     show_progress: bool = True,
     cache_dir: str | None = None,
+    trial_fn: TrialFn | None = None,
 ) -> RunSummary:
     """Continue a stored study without its spec file: the spec comes from the database."""
     store = Store.open(raw_url, create=True)
@@ -250,7 +281,7 @@ def resume_study(
         row = store.require_study(study_name)
         spec = parse_spec_yaml(row.spec_yaml, f"stored spec of {study_name}")
         check_inputs(spec)
-        return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir)
+        return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
 
@@ -263,8 +294,20 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
+def _default_trial_fn() -> TrialFn:
+    from autotune.worker.run_trial import run_trial  # lazy: torch loads only to train
+
+    return run_trial
+
+
 def _run(
-    spec: StudySpec, store: Store, name: str, total: int, show_progress: bool, cache_dir: str | None
+    spec: StudySpec,
+    store: Store,
+    name: str,
+    total: int,
+    show_progress: bool,
+    cache_dir: str | None,
+    trial_fn: TrialFn | None,
 ) -> RunSummary:
     _quiet()
     if spec.sampler.name == "grid":
@@ -284,13 +327,15 @@ def _run(
         progress.trial_started(trial.number, params)
 
         def report(step: int, value: float) -> bool:
-            trial.report(value, step)
+            try:
+                trial.report(value, step)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                return True  # failed by heartbeat while this worker was paused: stop now
             progress.evaluated(step, value)
             return trial.should_prune()
 
-        from autotune.worker.run_trial import run_trial  # lazy: torch loads only to train
-
-        result = run_trial(trial_config(spec, params, cache_dir), report, stop.event)
+        run = trial_fn or _default_trial_fn()
+        result = run(trial_config(spec, params, cache_dir), report, stop.event)
         return _conclude(study, store, name, trial, params, result, spec, progress)
 
     with stop.installed():
@@ -303,10 +348,14 @@ def _run(
                 time.sleep(1.0)
                 reap_dead_local_workers(study, store, name)
                 continue
-            # UpdateFinishedTrialError: this worker was paused past the grace period and its trial
-            # was failed and re-queued by another worker meanwhile. Drop the stale result, go on.
-            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            reap_dead_local_workers(study, store, name)
+            try:
                 study.optimize(objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
+                # This worker was paused past the grace period and its trial was failed and
+                # re-queued meanwhile: Optuna refuses the late tell ("Cannot tell a FAIL trial").
+                if isinstance(err, ValueError) and "Cannot tell" not in str(err):
+                    raise
             ran += 1
     progress.close()
     best = store.best(name)
@@ -331,15 +380,15 @@ def _conclude(
 ) -> float:
     """Store the result and translate its state for Optuna."""
     state = result.state
+    if not store.trial_finished(name, trial.number, result):
+        # This worker was paused past the grace period: another worker failed the trial and
+        # queued its retry meanwhile. The stale result is dropped, never stored twice.
+        progress.trial_finished(trial.number, state, None, store.best(name))
+        raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
     if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
-        store.trial_finished(name, trial.number, result)  # keeps the figures and the error
-        # trial_finished set the state; mark it re-queued (or final) and queue the re-run.
         _requeue_after_finish(study, store, name, trial, params, state)
         progress.trial_finished(trial.number, state, None, store.best(name))
         raise _TrialFailed(result.error or state.value)
-    if not store.trial_finished(name, trial.number, result):
-        progress.trial_finished(trial.number, state, None, store.best(name))
-        raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
     progress.trial_finished(trial.number, state, result.score, store.best(name))
     if state == TrialState.COMPLETE:
         assert result.score is not None

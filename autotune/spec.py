@@ -199,6 +199,7 @@ class StudySpec(_Strict):
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     seed: int = 0
     n_trials: int = Field(8, ge=1)
+    compile: bool = Field(False, description="torch.compile the forward pass (off by default: compile time)")
     max_grad_norm: float = Field(1.0, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
 

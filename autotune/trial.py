@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from autotune.packaged import resolve_model
 from autotune.spec import StudySpec
 
 
@@ -35,6 +37,12 @@ FINISHED_STATES = frozenset(
 # report(step, score) -> should_stop: the worker calls it after each evaluation; step is the
 # evaluation index (1-based), the same for every batch size, so the pruner compares like with like.
 ReportFn = Callable[[int, float], bool]
+
+
+class TrialFn(Protocol):
+    """The worker seam: ``autotune.worker.run_trial.run_trial`` is the real one."""
+
+    def __call__(self, config: TrialConfig, report: ReportFn, interrupt: threading.Event | None, /) -> TrialResult: ...
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         learning_rate=float(params["learning_rate"]),
         lora_alpha=alpha_ratio * rank,
         lora_dropout=float(params.get("lora_dropout", spec.lora.dropout)),
-        model=spec.model.name,
+        model=resolve_model(spec.model.name),
         task=spec.task,
         tiny_hidden_size=spec.model.tiny.hidden_size,
         tiny_num_layers=spec.model.tiny.num_layers,
@@ -127,6 +135,7 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         max_grad_norm=spec.max_grad_norm,
         weight_decay=spec.weight_decay,
         cache_dir=cache_dir,
+        compile=spec.compile,
     )
 
 

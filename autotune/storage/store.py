@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, inspect, select, update
+from sqlalchemy import Engine, func, insert, inspect, select, text, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
@@ -18,6 +19,8 @@ from autotune.storage.engine import make_engine
 from autotune.storage.tables import curves, studies, trials
 from autotune.storage.url import StorageError, parse_url, redact
 from autotune.trial import FINISHED_STATES, TrialResult, TrialState
+
+_PG_INIT_LOCK = 0x6175746F74756E  # "autotun" in ASCII: one advisory lock key for schema set-up
 
 
 def _now() -> dt.datetime:
@@ -71,7 +74,37 @@ class Store:
         return store
 
     def upgrade(self) -> None:
-        migrate.upgrade(self.engine)
+        with self.init_lock():
+            migrate.upgrade(self.engine)
+
+    @contextlib.contextmanager
+    def init_lock(self) -> Iterator[None]:
+        """Serialise schema creation across processes: N workers started at the same instant on an
+        empty database would otherwise race to create the same tables. SQLite: flock on the
+        database file (SQLite itself uses POSIX record locks, which flock does not touch).
+        PostgreSQL: a session advisory lock."""
+        if self.url.get_backend_name() == "sqlite":
+            db = self.url.database or ""
+            if db in ("", ":memory:"):
+                yield
+                return
+            import fcntl
+
+            with open(db, "a+b") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+            return
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_INIT_LOCK})
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_INIT_LOCK})
+                conn.commit()
 
     def close(self) -> None:
         self.engine.dispose()

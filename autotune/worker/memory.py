@@ -7,12 +7,20 @@ memory measured against a baseline, not absolute).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import threading
 
 import psutil
 import torch
 
 _SAMPLE_S = 0.005  # 5 ms: a step on the tiny model takes a few ms; a coarser period misses peaks
+
+
+def _malloc_trim() -> None:
+    # Not glibc: no trim, and the baseline is then only an upper bound.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class MemoryMeter:
@@ -31,6 +39,9 @@ class MemoryMeter:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._baseline = torch.cuda.memory_allocated(self.device)
         else:
+            # Give freed heap back to the OS first: otherwise memory a previous trial freed is
+            # still resident, and this trial's growth would hide inside it.
+            _malloc_trim()
             self._baseline = self._peak = self._proc.memory_info().rss
             self._thread = threading.Thread(target=self._sample, name="autotune-rss", daemon=True)
             self._thread.start()
@@ -51,5 +62,5 @@ class MemoryMeter:
     def peak_mb(self) -> float:
         if self.device.type == "cuda":
             # Absolute peak of tensors allocated: the base model counts, as it must fit the GPU.
-            return torch.cuda.max_memory_allocated(self.device) / 2**20
+            return float(torch.cuda.max_memory_allocated(self.device)) / 2**20
         return max(0, self._peak - self._baseline) / 2**20

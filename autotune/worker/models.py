@@ -114,11 +114,20 @@ def load_tokenizer(name: str, revision: str | None) -> Any:
     return tok
 
 
+def _quiet_transformers() -> None:
+    # The load report ("classifier.weight MISSING") is expected: the task head is new by design.
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def load_pretrained(
     name: str, task: str, num_labels: int, revision: str | None, dtype: torch.dtype, seed: int
 ) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
+    _quiet_transformers()
     torch.manual_seed(seed)  # a new classification head is initialised from this seed
     try:
         if task == "causal-lm":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
 import traceback
@@ -22,6 +23,8 @@ from autotune.datasets import Examples, load_examples
 from autotune.scoring import score as weighted_score
 from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialState
 from autotune.worker import data as wdata
+from autotune.worker import faults
+from autotune.worker.faults import faults_for
 from autotune.worker.memory import MemoryMeter
 from autotune.worker.models import (
     TINY,
@@ -193,8 +196,16 @@ def _eval_steps(n_steps: int, evals: int) -> list[int]:
 # ------------------------------------------------------------------ the recipe
 
 
+def _apply_thread_limit() -> None:
+    # Several workers on one CPU machine split the cores (set by `autotune run --workers N`).
+    n = os.environ.get("AUTOTUNE_THREADS")
+    if n and n.isdigit() and torch.get_num_threads() != int(n):
+        torch.set_num_threads(int(n))
+
+
 def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event | None = None) -> TrialResult:
     t_start = time.perf_counter()
+    _apply_thread_limit()
     device = pick_device()
     prec = pick_precision(config.precision, device)
     result = TrialResult(
@@ -204,10 +215,11 @@ def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event 
     oom = False
     meter = MemoryMeter(device)
     try:
+        # setup: data and base model, both built once per process and cached
+        entry = prepare_data(config)
+        base = base_model(config, entry, device, prec)
+        # Memory is measured from here: what this trial adds on top of the loaded base model.
         with meter:
-            # setup: data (cached per process), base model (cached), fresh adapters
-            entry = prepare_data(config)
-            base = base_model(config, entry, device, prec)
             model = _add_adapters(base, config)
             _sync(device)
             result.setup_time_s = time.perf_counter() - t_start
@@ -265,6 +277,7 @@ def _train(
     tail = max(1, math.ceil(c.train_tail_fraction * n_steps))
     tokens = 0
     train_time = eval_time = 0.0
+    fault = faults_for(c)
     model.train()
     t_phase = time.perf_counter()
     for step in range(n_steps):
@@ -274,7 +287,11 @@ def _train(
             raise _Stop(TrialState.TIMEOUT, f"timeout after {c.timeout_s:g}s at step {step}/{n_steps}")
         batch = wdata.make_batch(data.train, order[step], device)
         tokens += batch.n_tokens
+        if fault.active:
+            faults.before_step(fault)
         loss = _train_step(model, step_fn, batch, opt, scaler, trainable, prec, c.max_grad_norm)
+        if fault.active:
+            loss = faults.after_loss(fault, loss)
         losses[step] = loss.detach()
         done = step + 1
         if done in evals_at:

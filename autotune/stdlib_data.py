@@ -1,0 +1,52 @@
+"""A real text-classification dataset that needs no download: docstrings of the installed Python
+standard library, labelled by the package they come from.
+
+Built deterministically from source with ``ast`` (nothing is imported or executed): files are
+walked in sorted order and every function or class docstring of 20+ characters becomes one
+example. About 1,900 examples over 8 labels on CPython 3.11; chance accuracy is 1/8.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import sysconfig
+from typing import Any
+
+PACKAGES = ("asyncio", "email", "http", "importlib", "logging", "multiprocessing", "unittest", "xml")
+_SKIP_DIRS = {"test", "tests", "__pycache__", "idle_test"}
+_MAX_CHARS = 400  # the first 400 characters carry the summary; longer ones only cost tokens
+
+
+def _docstrings(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            doc = ast.get_docstring(node)
+            if doc and len(doc) >= 20:
+                out.append(" ".join(doc.split())[:_MAX_CHARS])
+    return out
+
+
+@functools.cache
+def _build() -> tuple[tuple[str, str], ...]:
+    root = sysconfig.get_paths()["stdlib"]
+    rows: list[tuple[str, str]] = []
+    for pkg in PACKAGES:
+        base = os.path.join(root, pkg)
+        for dirpath, dirnames, filenames in sorted(os.walk(base)):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    rows.extend((text, pkg) for text in _docstrings(os.path.join(dirpath, name)))
+    return tuple(rows)
+
+
+def stdlib_docstrings() -> list[dict[str, Any]]:
+    return [{"text": text, "label": label} for text, label in _build()]

@@ -1,0 +1,74 @@
+"""Share of trial wall time spent outside training and evaluation, on the quickstart study.
+
+Runs the study in this process (imports are paid before the clock starts: they are process
+start-up, not trial overhead) into a fresh SQLite file with a fresh tokenization cache, and
+measures from the driver's point of view: total time of the run against the sum of the train and
+eval time of its trials. Everything else (model load, adapters, data, sampler, storage) is
+overhead. Writes bench/results/overhead.json and ends with:
+
+    overhead_share=Z
+
+Run: python bench/overhead.py [--spec studies/quickstart.yaml] [--n-trials 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spec", default=str(Path(__file__).parents[1] / "studies" / "quickstart.yaml"))
+    ap.add_argument("--n-trials", type=int, default=None)
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    # Import everything a run needs before timing: process start-up is not trial overhead.
+    import peft  # noqa: F401
+    import transformers  # noqa: F401
+
+    import autotune.worker.run_trial  # noqa: F401
+    from autotune.driver import run_study
+    from autotune.spec import load_spec
+    from autotune.storage import Store
+
+    spec = load_spec(args.spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/overhead.db"
+        start = time.perf_counter()
+        summary = run_study(spec, url, n_trials=args.n_trials, show_progress=False, cache_dir=f"{tmp}/cache")
+        total = time.perf_counter() - start
+        store = Store.open(url, create=False)
+        rows = store.trials(summary.study_name)
+        store.close()
+    train = sum(r["train_time_s"] or 0.0 for r in rows)
+    evals = sum(r["eval_time_s"] or 0.0 for r in rows)
+    trial_wall = sum(r["wall_time_s"] or 0.0 for r in rows)
+    share = (total - train - evals) / total
+    out = {
+        "spec": args.spec,
+        "trials": len(rows),
+        "run_wall_s": total,
+        "train_s": train,
+        "eval_s": evals,
+        "sum_trial_wall_s": trial_wall,
+        "overhead_s": total - train - evals,
+        "overhead_share": share,
+        "inside_trials_share": (trial_wall - train - evals) / total,
+        "best_score": summary.best_score,
+        "best_accuracy": max((r["accuracy"] or 0.0 for r in rows if r["state"] == "complete"), default=None),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "overhead.json").write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    print(f"overhead_share={share:.4f}")
+
+
+if __name__ == "__main__":
+    main()

