@@ -287,7 +287,9 @@ def resume_study(
 
 
 def _quiet() -> None:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna logs every failed trial as a warning with a traceback; ours are expected states
+    # (crash, interruption, a late result after a pause) and are reported by our progress lines.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     # Heartbeats are "experimental" in Optuna since 2.9; we rely on them on purpose.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     # peft calls a transformers API deprecated in transformers 5; nothing for a user to act on.
@@ -319,6 +321,10 @@ def _run(
     stop = _Interrupt()
     progress = Progress(total, store.count_finished(name), enabled=show_progress, n_evals=spec.budget.evals)
     ran = 0
+    # Import the worker (torch, transformers, peft: seconds) before the first trial is asked for:
+    # the imports are process start-up, not part of a trial's time, and a Ctrl-C during them
+    # leaves no trial behind.
+    run = trial_fn or _default_trial_fn()
 
     def objective(trial: optuna.Trial) -> float:
         params = {pname: _suggest(trial, pname, dist) for pname, dist in dists.items()}
@@ -334,7 +340,6 @@ def _run(
             progress.evaluated(step, value)
             return trial.should_prune()
 
-        run = trial_fn or _default_trial_fn()
         result = run(trial_config(spec, params, cache_dir), report, stop.event)
         return _conclude(study, store, name, trial, params, result, spec, progress)
 

@@ -67,8 +67,21 @@ class DataSpec(_Strict):
         return self
 
 
+TARGET_PRESETS = ("auto", "attention", "all-linear")
+
+
 class LoraSpec(_Strict):
     target_modules: str | list[str] = Field("auto", description="a preset ('auto', 'attention', 'all-linear') or names")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _preset(cls, v: str | list[str]) -> str | list[str]:
+        if isinstance(v, str) and v not in TARGET_PRESETS:
+            raise ValueError(f"unknown preset '{v}' (use {', '.join(TARGET_PRESETS)}, or a list of module names)")
+        if isinstance(v, list) and not v:
+            raise ValueError("the list of module names is empty")
+        return v
+
     alpha_ratio: float = Field(2.0, gt=0.0, description="lora_alpha = alpha_ratio * rank (default 2 x rank)")
     dropout: float = Field(0.05, ge=0.0, lt=1.0)
 
@@ -243,16 +256,28 @@ def searched_params(spec: StudySpec) -> list[tuple[str, ParamRange]]:
     return _searched(spec.search)
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict"}
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    # pydantic adds the union member it tried ("str", "list[str]", "function-after[...]") to the
+    # location; a user wants the field's own path.
+    parts = [str(p) for p in loc if str(p) not in _TYPE_TAGS and "[" not in str(p)]
+    return ".".join(parts) or "spec"
+
+
 def _format_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "spec"
+    errors = err.errors()
+    first = errors[0]
+    loc = _field_path(first["loc"])
+    others = {_field_path(e["loc"]) for e in errors[1:]} - {loc}
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown field"
     elif first["type"] == "missing":
         msg = "required field is missing"
     msg = msg.removeprefix("Value error, ")
-    more = len(err.errors()) - 1
+    more = len(others)
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{loc}: {msg}{tail}"
 

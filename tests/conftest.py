@@ -73,3 +73,52 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
         return code, out.out, out.err
 
     return _run
+
+
+# ---------------------------------------------------------------- PostgreSQL
+
+PG_ADMIN_URL = os.environ.get("AUTOTUNE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    import psycopg
+
+    try:
+        psycopg.connect(PG_ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as err:
+        pytest.skip(f"no PostgreSQL server answers at {PG_ADMIN_URL} ({str(err).splitlines()[0]})")
+    return PG_ADMIN_URL
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Any:
+    """A fresh database for one test, dropped afterwards."""
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    name = f"autotune_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(pg_server).set(database=name).render_as_string(hide_password=False)
+    yield url
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The storage contract runs on every backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'study.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+def optuna_url(url: str) -> str:
+    """The URL as autotune hands it to Optuna (psycopg 3 for PostgreSQL)."""
+    from autotune.storage.url import parse_url, url_string
+
+    return url_string(parse_url(url))

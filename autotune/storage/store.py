@@ -80,9 +80,9 @@ class Store:
     @contextlib.contextmanager
     def init_lock(self) -> Iterator[None]:
         """Serialise schema creation across processes: N workers started at the same instant on an
-        empty database would otherwise race to create the same tables. SQLite: flock on the
-        database file (SQLite itself uses POSIX record locks, which flock does not touch).
-        PostgreSQL: a session advisory lock."""
+        empty database would otherwise race to create the same tables. SQLite: flock on a lock
+        file beside the database; never on the database file itself, because closing any other
+        descriptor of that file drops SQLite's own POSIX locks. PostgreSQL: an advisory lock."""
         if self.url.get_backend_name() == "sqlite":
             db = self.url.database or ""
             if db in ("", ":memory:"):
@@ -90,7 +90,7 @@ class Store:
                 return
             import fcntl
 
-            with open(db, "a+b") as fh:
+            with open(f"{db}.autotune-lock", "a+b") as fh:
                 fcntl.flock(fh, fcntl.LOCK_EX)
                 try:
                     yield
@@ -278,7 +278,7 @@ class Store:
     def running(self, name: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(trials.c.trial_number, trials.c.worker, trials.c.params).where(
+                select(trials.c.trial_number, trials.c.worker, trials.c.params, trials.c.retry_of).where(
                     trials.c.study_name == name, trials.c.state == TrialState.RUNNING.value
                 )
             )

@@ -28,7 +28,7 @@ def parse_url(raw: str) -> URL:
     """Validate a URL and normalise PostgreSQL to the psycopg 3 driver."""
     try:
         url = make_url(raw)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         raise StorageError(f"storage URL {redact(raw)!r} is not a database URL (try sqlite:///autotune.db)") from None
     backend = url.get_backend_name()
     if backend == "sqlite":
@@ -57,7 +57,7 @@ def url_string(url: URL) -> str:
 def redact(raw: str | URL) -> str:
     try:
         url = raw if isinstance(raw, URL) else make_url(raw)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         # Not parseable: hide anything between '://' and '@' that looks like credentials.
         text = str(raw)
         if "@" in text and "://" in text:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import peft
 import torch
+import transformers
 
 from autotune.datasets import Examples, load_examples
 from autotune.scoring import score as weighted_score
@@ -404,7 +406,4 @@ def _sync(device: torch.device) -> None:
 
 
 def _versions() -> dict[str, str]:
-    import peft
-    import transformers
-
     return {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}

@@ -8,21 +8,22 @@ from sqlalchemy import inspect, text
 from autotune.storage import Store
 from autotune.storage.migrate import VERSION_TABLE, current_revision, downgrade, head_revision, include_name, upgrade
 from autotune.storage.tables import metadata
+from tests.conftest import optuna_url
 
 OUR_TABLES = {"autotune_studies", "autotune_trials", "autotune_curves", VERSION_TABLE}
 
 
-def test_upgrade_on_an_empty_database(db_url: str) -> None:
-    store = Store.open(db_url, create=True)
+def test_upgrade_on_an_empty_database(any_db_url: str) -> None:
+    store = Store.open(any_db_url, create=True)
     names = set(inspect(store.engine).get_table_names())
     assert names >= OUR_TABLES, names
     assert current_revision(store.engine) == head_revision()
     assert "alembic_version" not in names  # that name belongs to Optuna's schema
 
 
-def test_upgrade_beside_optuna_tables_and_back(db_url: str) -> None:
-    optuna.create_study(study_name="o", storage=db_url)  # Optuna first: its tables + alembic_version
-    store = Store.open(db_url, create=True)
+def test_upgrade_beside_optuna_tables_and_back(any_db_url: str) -> None:
+    optuna.create_study(study_name="o", storage=optuna_url(any_db_url))  # Optuna first: its tables + alembic_version
+    store = Store.open(any_db_url, create=True)
     names = set(inspect(store.engine).get_table_names())
     assert {"studies", "trials", "alembic_version"} <= names and names >= OUR_TABLES
     with store.engine.connect() as conn:
@@ -30,7 +31,7 @@ def test_upgrade_beside_optuna_tables_and_back(db_url: str) -> None:
         ours = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one()
     assert ours == head_revision() and optuna_rev != ours
     # Optuna still reads its study after our migration ran.
-    assert optuna.load_study(study_name="o", storage=db_url).study_name == "o"
+    assert optuna.load_study(study_name="o", storage=optuna_url(any_db_url)).study_name == "o"
     downgrade(store.engine, "base")
     names = set(inspect(store.engine).get_table_names())
     assert not (names & {"autotune_studies", "autotune_trials", "autotune_curves"})
@@ -39,9 +40,9 @@ def test_upgrade_beside_optuna_tables_and_back(db_url: str) -> None:
     assert current_revision(store.engine) == head_revision()
 
 
-def test_models_match_migrations_and_ignore_optuna(db_url: str) -> None:
-    optuna.create_study(study_name="o", storage=db_url)
-    store = Store.open(db_url, create=True)
+def test_models_match_migrations_and_ignore_optuna(any_db_url: str) -> None:
+    optuna.create_study(study_name="o", storage=optuna_url(any_db_url))
+    store = Store.open(any_db_url, create=True)
     with store.engine.connect() as conn:
         ctx = MigrationContext.configure(
             conn, opts={"include_name": include_name, "compare_type": True, "version_table": VERSION_TABLE}
@@ -50,11 +51,13 @@ def test_models_match_migrations_and_ignore_optuna(db_url: str) -> None:
     assert diff == [], f"models and migrations differ, or Optuna's tables are proposed for change: {diff}"
 
 
-def test_optuna_dashboard_can_open_the_database(db_url: str) -> None:
+def test_optuna_dashboard_can_open_the_database(any_db_url: str) -> None:
     """optuna-dashboard reads through RDBStorage: our tables beside Optuna's must not upset it."""
-    optuna.create_study(study_name="o", storage=db_url).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
-    Store.open(db_url, create=True)
-    storage = optuna.storages.RDBStorage(db_url)
+    optuna.create_study(study_name="o", storage=optuna_url(any_db_url)).optimize(
+        lambda t: t.suggest_float("x", 0, 1), n_trials=2
+    )
+    Store.open(any_db_url, create=True)
+    storage = optuna.storages.RDBStorage(optuna_url(any_db_url))
     summaries = optuna.get_all_study_summaries(storage)
     assert [s.study_name for s in summaries] == ["o"]
     try:

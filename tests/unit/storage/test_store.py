@@ -28,8 +28,8 @@ def _result(score: float, state: TrialState = TrialState.COMPLETE) -> TrialResul
     )
 
 
-def test_round_trip(db_url: str) -> None:
-    store = Store.open(db_url, create=True)
+def test_round_trip(any_db_url: str) -> None:
+    store = Store.open(any_db_url, create=True)
     store.save_study("s", "name: s\n", ["a", "b"])
     row = store.require_study("s")
     assert row.spec_yaml == "name: s\n" and row.labels == ["a", "b"]
@@ -47,8 +47,8 @@ def test_round_trip(db_url: str) -> None:
     store.close()
 
 
-def test_result_of_a_reaped_trial_is_dropped(db_url: str) -> None:
-    store = Store.open(db_url, create=True)
+def test_result_of_a_reaped_trial_is_dropped(any_db_url: str) -> None:
+    store = Store.open(any_db_url, create=True)
     store.save_study("s", "name: s\n", None)
     store.trial_started("s", 0, {"rank": 4}, "host:1")
     assert store.fail_running("s", 0, TrialState.CRASHED, "worker died", requeued=True)
@@ -57,8 +57,8 @@ def test_result_of_a_reaped_trial_is_dropped(db_url: str) -> None:
     assert store.count_finished("s") == 0  # re-queued: its retry will count
 
 
-def test_counting_rules(db_url: str) -> None:
-    store = Store.open(db_url, create=True)
+def test_counting_rules(any_db_url: str) -> None:
+    store = Store.open(any_db_url, create=True)
     store.save_study("s", "name: s\n", None)
     states = [TrialState.COMPLETE, TrialState.PRUNED, TrialState.OOM, TrialState.DIVERGED, TrialState.INTERRUPTED]
     for n, st in enumerate(states):
@@ -70,8 +70,8 @@ def test_counting_rules(db_url: str) -> None:
     assert [r["trial_number"] for r in store.running("s")] == [5]
 
 
-def test_nan_and_inf_are_stored_as_null(db_url: str) -> None:
-    store = Store.open(db_url, create=True)
+def test_nan_and_inf_are_stored_as_null(any_db_url: str) -> None:
+    store = Store.open(any_db_url, create=True)
     store.save_study("s", "name: s\n", None)
     store.trial_started("s", 0, {"rank": 4}, "h:1")
     r = _result(float("nan"), TrialState.DIVERGED)
@@ -81,8 +81,8 @@ def test_nan_and_inf_are_stored_as_null(db_url: str) -> None:
     assert row["score"] is None and row["train_loss"] is None and row["state"] == "diverged"
 
 
-def test_unknown_study_and_missing_database(db_url: str, tmp_path) -> None:
-    store = Store.open(db_url, create=True)
+def test_unknown_study_and_missing_database(any_db_url: str, tmp_path) -> None:
+    store = Store.open(any_db_url, create=True)
     store.save_study("known", "name: known\n", None)
     with pytest.raises(StorageError, match=r"no study named .other.*known"):
         store.require_study("other")

@@ -1,0 +1,169 @@
+"""1 vs 2 workers on a sleep-bound objective: what the driver and storage cost per trial.
+
+The worker is replaced (through the driver's ``trial_fn`` seam) by a trial that sleeps SLEEP_S
+and reports one evaluation; no torch work happens. Everything else is real: Optuna's sampler and
+RDBStorage, heartbeats, our tables, the counting and reaping logic. Measured:
+
+- speedup_2_workers: wall time of N trials with one worker over wall time with two processes
+  sharing the study (SQLite), both timed from a common start signal after imports.
+- sqlite_ms_per_trial / postgres_ms_per_trial: (one worker's wall time - N * SLEEP_S) / N.
+
+Writes bench/results/scaling.json and ends with:
+    speedup_2_workers=X sqlite_ms_per_trial=Y postgres_ms_per_trial=Z
+
+Run: python bench/scaling.py [--trials 40] [--sleep 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+PG_ADMIN = os.environ.get("AUTOTUNE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _spec(name: str, n: int) -> Any:
+    from autotune.spec import parse_spec
+
+    return parse_spec(
+        {
+            "name": name,
+            "model": {"name": "tiny"},
+            "data": {"source": "builtin:smoke"},
+            "budget": {"evals": 1},
+            "pruner": "none",
+            "sampler": "tpe",
+            "n_trials": n,
+        }
+    )
+
+
+def _sleep_trial(sleep_s: float) -> Any:
+    from autotune.trial import EvalPoint, TrialResult, TrialState
+
+    def run(config: Any, report: Any, interrupt: threading.Event | None) -> Any:
+        time.sleep(sleep_s)
+        score = random.random()
+        report(1, score)
+        return TrialResult(
+            state=TrialState.COMPLETE,
+            val_loss=score,
+            train_loss=score,
+            score=score,
+            wall_time_s=sleep_s,
+            train_time_s=sleep_s,
+            curve=[EvalPoint(1, 1, 1, score, score, score)],
+        )
+
+    return run
+
+
+def _child(url: str, name: str, n: int, sleep_s: float, ready: Any, go: Any) -> None:
+    from autotune.driver import resume_study
+
+    ready.set()
+    go.wait()
+    resume_study(url, name, n_trials=n, show_progress=False, trial_fn=_sleep_trial(sleep_s))
+
+
+def one_worker(url: str, n: int, sleep_s: float) -> float:
+    from autotune.driver import run_study
+
+    name = f"scale-{uuid.uuid4().hex[:6]}"
+    t0 = time.perf_counter()
+    run_study(_spec(name, n), url, show_progress=False, trial_fn=_sleep_trial(sleep_s))
+    return time.perf_counter() - t0
+
+
+def two_workers(url: str, n: int, sleep_s: float) -> float:
+    from autotune.driver import prepare_study
+
+    name = f"scale2-{uuid.uuid4().hex[:6]}"
+    prepare_study(_spec(name, n), url, name, n)
+    ctx = mp.get_context("spawn")
+    go = ctx.Event()
+    readies = [ctx.Event() for _ in range(2)]
+    procs = [ctx.Process(target=_child, args=(url, name, n, sleep_s, r, go)) for r in readies]
+    for p in procs:
+        p.start()
+    for r in readies:
+        r.wait()
+    time.sleep(0.5)  # both children past their imports
+    t0 = time.perf_counter()
+    go.set()
+    for p in procs:
+        p.join()
+    return time.perf_counter() - t0
+
+
+def _pg_url() -> str | None:
+    try:
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        name = f"autotune_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
+    except Exception:  # no server: report nan, do not fail the benchmark
+        return None
+
+
+def _drop_pg(url: str) -> None:
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=40)
+    ap.add_argument("--sleep", type=float, default=0.2)
+    args = ap.parse_args()
+    n, s = args.trials, args.sleep
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite = f"sqlite:///{tmp}/scaling.db"
+        one_worker(sqlite, 3, s)  # warm-up: tables, imports, data check
+        t1 = one_worker(sqlite, n, s)
+        t2 = two_workers(sqlite, n, s)
+    pg = _pg_url()
+    tpg = float("nan")
+    if pg is not None:
+        try:
+            one_worker(pg, 3, s)
+            tpg = one_worker(pg, n, s)
+        finally:
+            _drop_pg(pg)
+    out = {
+        "trials": n,
+        "sleep_s": s,
+        "sqlite_1_worker_s": t1,
+        "sqlite_2_workers_s": t2,
+        "postgres_1_worker_s": tpg,
+        "speedup_2_workers": t1 / t2,
+        "sqlite_ms_per_trial": (t1 - n * s) / n * 1000,
+        "postgres_ms_per_trial": (tpg - n * s) / n * 1000,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "scaling.json").write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    print(
+        f"speedup_2_workers={out['speedup_2_workers']:.2f} sqlite_ms_per_trial={out['sqlite_ms_per_trial']:.1f} "
+        f"postgres_ms_per_trial={out['postgres_ms_per_trial']:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
