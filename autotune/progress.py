@@ -6,6 +6,7 @@ On a terminal it is a tqdm bar; elsewhere (CI logs, pipes) one plain line per fi
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from tqdm import tqdm
@@ -18,7 +19,10 @@ def _fmt(x: float | None) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, done: int, *, enabled: bool, n_evals: int) -> None:
+    def __init__(
+        self, total: int, done: int, *, enabled: bool, n_evals: int, best: Callable[[], dict[str, Any] | None]
+    ) -> None:
+        self._best_row = best  # read only when something is shown: a query per trial otherwise
         self.total = total
         self.n_evals = n_evals
         self.enabled = enabled
@@ -51,9 +55,10 @@ class Progress:
         self.current = f"{self.current.split(':')[0]}: eval {step}/{self.n_evals} score={score:.4f}"
         self._postfix()
 
-    def trial_finished(
-        self, number: int, state: TrialState, score: float | None, best_row: dict[str, Any] | None
-    ) -> None:
+    def trial_finished(self, number: int, state: TrialState, score: float | None) -> None:
+        if not self.enabled:
+            return
+        best_row = self._best_row()
         self.best = best_row["score"] if best_row else None
         counted = state not in (TrialState.INTERRUPTED,)
         if self.bar is not None:

@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 ruff check autotune tests bench
 ruff format --check autotune tests bench
 mypy
+mypy bench
 python -m pytest -q "$@"

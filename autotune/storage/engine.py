@@ -22,7 +22,7 @@ def engine_kwargs(url: URL) -> dict[str, Any]:
     return {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 2}
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
@@ -33,5 +33,5 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 def make_engine(url: URL) -> Engine:
     engine = create_engine(url_string(url), **engine_kwargs(url))
     if url.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", sqlite_pragmas)
     return engine

@@ -174,13 +174,9 @@ class Store:
             started_at=_now(),
             finished_at=None,
         )
+        # Optuna numbers trials uniquely, so a plain insert: one statement per trial start.
         with self.engine.begin() as conn:
-            done = conn.execute(
-                update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(**values)
-            ).rowcount
-            if not done:
-                conn.execute(insert(trials).values(study_name=name, trial_number=number, **values))
-            conn.execute(update(studies).where(studies.c.study_name == name).values(updated_at=_now()))
+            conn.execute(insert(trials).values(study_name=name, trial_number=number, **values))
 
     def trial_finished(self, name: str, number: int, r: TrialResult) -> bool:
         """Store a result, only if the trial is still ours (running). False means a reaper failed
@@ -261,6 +257,19 @@ class Store:
             conn.execute(
                 update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(requeued=True)
             )
+
+    def infeasible_twin(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """An earlier trial with exactly these params that ran out of memory or diverged."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(trials.c.trial_number, trials.c.state, trials.c.params).where(
+                    trials.c.study_name == name, trials.c.state.in_([TrialState.OOM.value, TrialState.DIVERGED.value])
+                )
+            )
+            for r in rows:
+                if r.params == params:
+                    return dict(r._mapping)
+        return None
 
     def count_finished(self, name: str) -> int:
         """Trials that count toward the study's total: finished states, plus crashes whose

