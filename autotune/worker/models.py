@@ -184,15 +184,31 @@ def resolve_target_modules(model: torch.nn.Module, preset: str | tuple[str, ...]
     raise ModelError(f"lora.target_modules: unknown preset '{preset}' (auto, attention, all-linear, or a list)")
 
 
+# The task heads peft trains as a copy for SEQ_CLS (its default modules_to_save).
+HEAD_MODULES = ("classifier", "score")
+
+
 @dataclass
 class BaseModelCache:
-    """One base model and tokenizer per worker process, keyed by what defines them."""
+    """One base model per worker process, keyed by what defines it, with a copy of its freshly
+    initialised task head: peft's ``unload()`` leaves the *trained* head copy in the base model,
+    so each trial restores the head from this copy to start from the same weights."""
 
     key: tuple[Any, ...] | None = None
     model: torch.nn.Module | None = None
+    head: dict[str, torch.Tensor] | None = None
 
     def get(self, key: tuple[Any, ...]) -> torch.nn.Module | None:
         return self.model if key == self.key else None
 
     def put(self, key: tuple[Any, ...], model: torch.nn.Module) -> None:
         self.key, self.model = key, model
+        self.head = {n: p.detach().clone() for n, p in model.named_parameters() if n.split(".")[0] in HEAD_MODULES}
+
+    def restore_head(self) -> None:
+        if self.model is None or not self.head:
+            return
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in self.head.items():
+                params[name].copy_(value)

@@ -185,8 +185,10 @@ def _add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
 
 
 def _remove_adapters(model: torch.nn.Module) -> None:
-    # unload() takes the LoRA layers (and the head copy) out and gives the untouched base back.
+    # unload() takes the LoRA layers out; it leaves the trained head copy in place of the head,
+    # so the head is put back to its initial weights for the next trial.
     model.unload()  # type: ignore[operator]
+    _MODELS.restore_head()
 
 
 def _eval_steps(n_steps: int, evals: int) -> list[int]:

@@ -41,10 +41,11 @@ def test_result_fields_and_curve(tmp_path: Path) -> None:
     assert r.precision == "fp32" and r.device and r.device.startswith("cpu")
 
 
-def test_adapter_swap_matches_a_fresh_process(tmp_path: Path) -> None:
-    """A trial run after another trial in the same process (base model reused, adapters swapped)
-    gives the same losses as the same trial in a new process."""
-    spec_data = tiny_spec()
+@pytest.mark.parametrize("task", ["causal-lm", "seq-cls"])
+def test_adapter_swap_matches_a_fresh_process(task: str, tmp_path: Path) -> None:
+    """A trial run after another trial in the same process (base model reused, adapters and task
+    head fresh) gives the same losses as the same trial in a new process."""
+    spec_data = tiny_spec() if task == "causal-lm" else tiny_spec(task=task, data={"source": "builtin:smoke-cls"})
     spec = parse_spec(spec_data)
     run_trial(
         trial_config(spec, {"rank": 4, "batch_size": 32, "learning_rate": 1e-2}, str(tmp_path)), lambda k, s: False
