@@ -96,6 +96,9 @@ BUILTINS = ("smoke", "smoke-cls", "stdlib-docstrings")
 # ---------------------------------------------------------------- files
 
 
+_FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".txt", ".text", ".md")
+
+
 def _detect_format(path: Path, fmt: str) -> str:
     if fmt != "auto":
         return fmt
@@ -169,7 +172,10 @@ def _read_hf(source: str, split: str) -> list[Record]:
 
 def _read_source(source: str, fmt: str, split: str = "train") -> list[Record]:
     path = Path(source)
-    if fmt == "hf" or (fmt == "auto" and not path.exists() and "/" in source and not source.startswith((".", "/"))):
+    looks_like_hub_name = (
+        "/" in source and not source.startswith((".", "/", "~")) and path.suffix.lower() not in _FILE_SUFFIXES
+    )
+    if fmt == "hf" or (fmt == "auto" and not path.exists() and looks_like_hub_name):
         return _read_hf(source, split)
     if not path.exists():
         raise DataError(f"data.source: {source}: no such file or directory")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -77,6 +78,12 @@ def _summary_line(s: Any, url: str) -> str:
     )
 
 
+def _cpu_only(devices: str) -> None:
+    # `--devices cpu` hides the GPUs from this process too, before torch is imported.
+    if devices == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from autotune.spec import load_spec
 
@@ -86,6 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     url = resolve_url(args.storage)
     from autotune import driver
 
+    _cpu_only(args.devices)
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import run_parallel
 
@@ -117,6 +125,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     url = resolve_url(args.storage)
     from autotune import driver
 
+    _cpu_only(args.devices)
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import resume_parallel
 

@@ -87,6 +87,7 @@ def test_builtin_stdlib_docstrings_is_deterministic() -> None:
     ("setup", "kw", "expected"),
     [
         (lambda p: None, {}, "no such file or directory"),
+        (lambda p: None, {"source": "data/missing/train.jsonl"}, "no such file or directory"),
         (lambda p: p.write_text('{"txt": "a"}\n' * 5), {}, "missing column 'text'"),
         (lambda p: p.write_text(""), {}, "no examples"),
         (lambda p: p.write_text('{"text": "a"}\n{"text": \n'), {}, "invalid JSON on line 2"),
@@ -100,7 +101,7 @@ def test_bad_data_is_one_clear_line(tmp_path: Path, setup: Any, kw: dict[str, An
     path = tmp_path / "data.jsonl"
     setup(path)
     with pytest.raises(DataError) as err:
-        _load(path, **kw)
+        _load(kw.pop("source", path), **kw)
     assert expected in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
