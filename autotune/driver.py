@@ -25,8 +25,8 @@ import psutil
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from sqlalchemy import event
 
-from autotune.datasets import load_examples
-from autotune.packaged import resolve_model
+from autotune.datasets import Examples
+from autotune.inputs import check_inputs
 from autotune.progress import Progress
 from autotune.samplers import make_pruner, make_sampler
 from autotune.search_space import distributions, grid_size
@@ -88,29 +88,8 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def check_inputs(spec: StudySpec) -> list[str] | None:
-    """Everything that can be checked before a trial starts: data path, columns, splits, labels,
-    model path. Raises DataError/SpecError with one line. Returns the label names (seq-cls)."""
-    d = spec.data
-    ex = load_examples(
-        task=spec.task,
-        source=d.source,
-        fmt=d.format,
-        text_field=d.text_field,
-        text_pair_field=d.text_pair_field,
-        prompt_field=d.prompt_field,
-        completion_field=d.completion_field,
-        label_field=d.label_field,
-        validation=d.validation,
-        validation_fraction=d.validation_fraction,
-        max_examples=d.max_examples,
-        seed=spec.seed,
-    )
-    name = resolve_model(spec.model.name)
-    looks_like_path = name.startswith((".", "/", "~")) or name.count("/") > 1
-    if name != "tiny" and looks_like_path and not os.path.isdir(os.path.expanduser(name)):
-        raise SpecError(f"model.name: {name}: no such model directory")
-    return list(ex.labels) if ex.labels else None
+def _labels(examples: Examples) -> list[str] | None:
+    return list(examples.labels) if examples.labels else None
 
 
 def _spec_core(text: str) -> dict[str, Any]:
@@ -163,6 +142,23 @@ def _open_study_locked(spec: StudySpec, store: Store, study_name: str, on_stale:
     )
 
 
+def _should_retry(state: TrialState, params: dict[str, Any], user_attrs: dict[str, Any]) -> bool:
+    """Retry policy: an interrupted trial always runs again; a crashed one (or one whose worker
+    died) up to MAX_CRASH_RETRIES times; OOM and divergence never (the point is infeasible)."""
+    if not params:
+        return False
+    return state == TrialState.INTERRUPTED or int(user_attrs.get(ATTEMPT_ATTR, 0)) < MAX_CRASH_RETRIES
+
+
+def _enqueue_retry(study: optuna.Study, number: int, params: dict[str, Any], user_attrs: dict[str, Any]) -> None:
+    """Queue the same params again, remembering the original trial and the attempt count."""
+    attrs = {
+        RETRY_ATTR: int(user_attrs.get(RETRY_ATTR, number)),
+        ATTEMPT_ATTR: int(user_attrs.get(ATTEMPT_ATTR, 0)) + 1,
+    }
+    study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+
+
 def _requeue_or_fail(
     study: optuna.Study,
     store: Store,
@@ -173,12 +169,10 @@ def _requeue_or_fail(
     state: TrialState,
     why: str,
 ) -> None:
-    """A trial whose worker died is re-run with the same params up to MAX_CRASH_RETRIES times."""
-    attempt = int(user_attrs.get(ATTEMPT_ATTR, 0))
-    retry = attempt < MAX_CRASH_RETRIES and bool(params)
+    """A trial whose worker died: mark it (if still ours to mark) and queue its retry."""
+    retry = _should_retry(state, params, user_attrs)
     if store.fail_running(name, number, state, why, requeued=retry) and retry:
-        original = int(user_attrs.get(RETRY_ATTR, number))
-        study.enqueue_trial(params, user_attrs={RETRY_ATTR: original, ATTEMPT_ATTR: attempt + 1}, skip_if_exists=False)
+        _enqueue_retry(study, number, params, user_attrs)
 
 
 def reap_dead_local_workers(
@@ -240,7 +234,7 @@ def run_study(
     ``trial_fn`` replaces the worker (benchmarks of the driver alone); by default it is
     ``autotune.worker.run_trial.run_trial``, imported when the first trial starts."""
     name = study_name or spec.name
-    labels = check_inputs(spec)
+    labels = _labels(check_inputs(spec))
     store = Store.open(raw_url, create=True)
     try:
         _save_spec(store, spec, name, labels)
@@ -264,7 +258,7 @@ def prepare_study(spec: StudySpec, raw_url: str, name: str, n_trials: int, *, re
     """Check the inputs, create tables and the study once, reap dead local workers; return the
     total to reach. Used before starting several workers, so they never race on set-up."""
     _quiet()
-    labels = check_inputs(spec)
+    labels = _labels(check_inputs(spec))
     store = Store.open(raw_url, create=True)
     try:
         if not resume:
@@ -439,10 +433,8 @@ def _conclude(
 def _requeue_after_finish(
     study: optuna.Study, store: Store, name: str, trial: optuna.Trial, params: dict[str, Any], state: TrialState
 ) -> None:
-    attempt = int(trial.user_attrs.get(ATTEMPT_ATTR, 0))
-    if state == TrialState.INTERRUPTED or attempt < MAX_CRASH_RETRIES:
-        original = int(trial.user_attrs.get(RETRY_ATTR, trial.number))
-        study.enqueue_trial(params, user_attrs={RETRY_ATTR: original, ATTEMPT_ATTR: attempt + 1}, skip_if_exists=False)
+    if _should_retry(state, params, trial.user_attrs):
+        _enqueue_retry(study, trial.number, params, trial.user_attrs)
         store.set_requeued(name, trial.number)
 
 

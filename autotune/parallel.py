@@ -60,10 +60,8 @@ def _env(url: str, w: _Worker) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV_VAR] = url  # the URL may hold a password: environment only, never argv
     env["PYTHONUNBUFFERED"] = "1"
-    if w.device is not None:
-        env["CUDA_VISIBLE_DEVICES"] = w.device
-    else:
-        env["CUDA_VISIBLE_DEVICES"] = "" if "CUDA_VISIBLE_DEVICES" not in os.environ else env["CUDA_VISIBLE_DEVICES"]
+    # One GPU per worker; a CPU worker sees none (so torch never picks a GPU behind its back).
+    env["CUDA_VISIBLE_DEVICES"] = w.device if w.device is not None else ""
     if w.threads is not None:
         for var in ("AUTOTUNE_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(w.threads)

@@ -115,12 +115,6 @@ class ParamRange(_Strict):
             raise ValueError("step and log cannot be used together")
         return self
 
-    def values(self) -> list[float]:
-        """Every value a range can take, or its choices."""
-        if self.choices is not None:
-            return list(self.choices)
-        raise ValueError("a range has no finite list of values")
-
 
 def _default_rank() -> ParamRange:
     return ParamRange(choices=[4, 8, 16, 32])

@@ -19,6 +19,8 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from autotune.paths import cache_root
+
 PACKAGES = ("asyncio", "email", "http", "importlib", "logging", "multiprocessing", "unittest", "xml")
 _SKIP_DIRS = {"test", "tests", "__pycache__", "idle_test"}
 _MAX_CHARS = 400
@@ -60,10 +62,7 @@ def _cache_path() -> Path:
     key = hashlib.sha256(
         repr((_FORMAT, sys.version, sysconfig.get_paths()["stdlib"], PACKAGES, _MAX_CHARS)).encode()
     ).hexdigest()[:16]
-    root = os.environ.get("AUTOTUNE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "autotune"
-    )
-    return Path(root) / "data" / f"stdlib-docstrings-{key}.json"
+    return cache_root() / "data" / f"stdlib-docstrings-{key}.json"
 
 
 @functools.cache

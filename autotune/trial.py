@@ -6,7 +6,6 @@ these types without paying for each other's imports.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import threading
 from collections.abc import Callable
@@ -172,6 +171,3 @@ class TrialResult:
     error: str | None = None
     curve: list[EvalPoint] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

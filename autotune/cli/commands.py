@@ -295,23 +295,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.spec:
         spec = load_spec(path)
         if not args.no_data:
-            from autotune.datasets import load_examples
+            from autotune.inputs import check_inputs
 
-            d = spec.data
-            ex = load_examples(
-                task=spec.task,
-                source=d.source,
-                fmt=d.format,
-                text_field=d.text_field,
-                text_pair_field=d.text_pair_field,
-                prompt_field=d.prompt_field,
-                completion_field=d.completion_field,
-                label_field=d.label_field,
-                validation=d.validation,
-                validation_fraction=d.validation_fraction,
-                max_examples=d.max_examples,
-                seed=spec.seed,
-            )
+            ex = check_inputs(spec)
             extra = f", {len(ex.labels)} labels" if ex.labels else ""
             print(
                 f"{path}: ok (study '{spec.name}', {len(ex.train)} train / {len(ex.validation)} validation "

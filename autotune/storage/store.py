@@ -127,10 +127,6 @@ class Store:
                 )
             )
 
-    def set_labels(self, name: str, labels: list[str] | None) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(update(studies).where(studies.c.study_name == name).values(labels=labels, updated_at=_now()))
-
     def get_study(self, name: str) -> StudyRow | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(studies).where(studies.c.study_name == name)).mappings().first()

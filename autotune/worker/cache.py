@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from autotune.datasets import Examples
+from autotune.paths import cache_root
 from autotune.trial import TrialConfig
 from autotune.worker import data as wdata
 
@@ -26,10 +27,7 @@ _FORMAT = 1  # bump when TokenizedData's layout changes
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("AUTOTUNE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "autotune"
-    )
-    return Path(root) / "tokenized"
+    return cache_root() / "tokenized"
 
 
 def _tokenizer_fingerprint(tokenizer: Any) -> str:

@@ -7,7 +7,6 @@ fresh LoRA adapters and unloads them afterwards, so the base weights are never t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -137,10 +136,6 @@ def load_pretrained(
         )
     except (OSError, ValueError) as err:
         raise ModelError(f"model.name: cannot load '{name}' ({str(err).splitlines()[0][:160]})") from None
-
-
-def is_local_or_tiny(name: str) -> bool:
-    return name == TINY or Path(name).exists()
 
 
 # peft's own per-architecture defaults serve "auto"; these presets name more of the model.

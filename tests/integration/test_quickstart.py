@@ -29,5 +29,6 @@ def test_short_quickstart_learns(cli: CliFn, tmp_path: Path, db_url: str) -> Non
     assert code == 0, err
     best = json.loads(out)
     # 8 labels: chance is 0.125. 32 steps of LoRA on a pretrained encoder beat it at least twofold.
+    print(f"short quickstart accuracy {best['accuracy']:.3f}")
     assert best["accuracy"] > 2 * 0.125, best
     assert best["params"] == {"rank": 8, "batch_size": 16, "learning_rate": 3.0e-3}

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import optuna
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -52,17 +55,20 @@ def test_models_match_migrations_and_ignore_optuna(any_db_url: str) -> None:
 
 
 def test_optuna_dashboard_can_open_the_database(any_db_url: str) -> None:
-    """optuna-dashboard reads through RDBStorage: our tables beside Optuna's must not upset it."""
-    optuna.create_study(study_name="o", storage=optuna_url(any_db_url)).optimize(
-        lambda t: t.suggest_float("x", 0, 1), n_trials=2
-    )
+    """optuna-dashboard (a dev dependency) serves the study from a database that holds our
+    tables too: its JSON API answers over WSGI, no server needed."""
+    from wsgiref.util import setup_testing_defaults
+
+    from optuna_dashboard._app import create_app  # type: ignore[import-not-found]
+
+    url = optuna_url(any_db_url)
+    optuna.create_study(study_name="o", storage=url).optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     Store.open(any_db_url, create=True)
-    storage = optuna.storages.RDBStorage(optuna_url(any_db_url))
-    summaries = optuna.get_all_study_summaries(storage)
-    assert [s.study_name for s in summaries] == ["o"]
-    try:
-        from optuna_dashboard._app import create_app  # type: ignore[import-not-found]
-    except ImportError:
-        return
-    app = create_app(storage)
-    assert app is not None
+    app = create_app(optuna.storages.RDBStorage(url))
+    environ: dict[str, Any] = {}
+    setup_testing_defaults(environ)
+    environ["PATH_INFO"] = "/api/studies"
+    status: list[str] = []
+    body = b"".join(app(environ, lambda s, h, e=None: status.append(s)))
+    assert status == ["200 OK"], body[:300]
+    assert [s["study_name"] for s in json.loads(body)["study_summaries"]] == ["o"]
