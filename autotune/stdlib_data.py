@@ -31,7 +31,7 @@ _FORMAT = 1  # the first 400 characters carry the summary; longer ones only cost
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # The fields of a node that hold statements (or except/match clauses, which hold statements): the
-# only places a def can sit. Walking these instead of every expression node is ~4x fewer visits.
+# only places a def can sit. On CPython 3.11 that is 36k visits instead of ast.walk's 266k.
 _BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
@@ -59,8 +59,8 @@ def _docstrings(path: str) -> list[str]:
 def _build() -> tuple[tuple[str, str], ...]:
     root = sysconfig.get_paths()["stdlib"]
     rows: list[tuple[str, str]] = []
-    # The syntax trees hold no reference cycles, yet the millions of nodes they allocate set off
-    # full collections of everything the process has imported: 0.25 s each once torch is loaded
+    # The syntax trees hold no reference cycles, yet the ~270k nodes they allocate set off full
+    # collections of everything the process has imported: 0.25 s each once torch is loaded
     # (bench/overhead.py notes). Reference counting frees the trees; the collector has no work.
     gc_was_on = gc.isenabled()
     gc.disable()
