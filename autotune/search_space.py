@@ -6,17 +6,16 @@ from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-from autotune.spec import ParamRange, StudySpec, searched_params
-
-_INT_PARAMS = ("rank", "batch_size")
+from autotune.spec import SEARCH_PARAMS, ParamRange, StudySpec, searched_params
 
 
 def _dist(name: str, rng: ParamRange) -> BaseDistribution:
+    integer = SEARCH_PARAMS[name].integer
     if rng.choices is not None:
-        vals: list[Any] = [int(v) for v in rng.choices] if name in _INT_PARAMS else [float(v) for v in rng.choices]
+        vals: list[Any] = [int(v) for v in rng.choices] if integer else [float(v) for v in rng.choices]
         return CategoricalDistribution(vals)
     assert rng.low is not None and rng.high is not None
-    if name in _INT_PARAMS:
+    if integer:
         return IntDistribution(int(rng.low), int(rng.high), log=rng.log, step=int(rng.step or 1))
     return FloatDistribution(rng.low, rng.high, log=rng.log, step=rng.step)
 

@@ -6,16 +6,13 @@ problem (missing file, bad YAML, bad field) into one ``SpecError`` line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-SAMPLERS = ("tpe", "random", "grid", "gp", "qmc", "cmaes")
-PRUNERS = ("asha", "median", "hyperband", "none")
-TASKS = ("causal-lm", "seq-cls")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 class SpecError(ValueError):
@@ -129,6 +126,9 @@ def _default_lr() -> ParamRange:
 
 
 class SearchSpec(_Strict):
+    """The searchable parameters. Every field must have a row in ``SEARCH_PARAMS`` below (checked at
+    import): docs/architecture.md, "How to add a search parameter"."""
+
     rank: ParamRange = Field(default_factory=_default_rank)
     batch_size: ParamRange = Field(default_factory=_default_batch)
     learning_rate: ParamRange = Field(default_factory=_default_lr)
@@ -136,18 +136,34 @@ class SearchSpec(_Strict):
     lora_dropout: ParamRange | None = None
 
     @model_validator(mode="after")
-    def _int_params(self) -> SearchSpec:
-        for name in ("rank", "batch_size"):
+    def _values(self) -> SearchSpec:
+        for name, rule in SEARCH_PARAMS.items():
             for v in _bounds(getattr(self, name)):
-                if v < 1 or not float(v).is_integer():
-                    raise ValueError(f"{name} values must be whole numbers >= 1, got {v}")
-        for v in _bounds(self.learning_rate):
-            if not (0 < v < 1):
-                raise ValueError(f"learning_rate values must lie in (0, 1), got {v}")
-        for v in _bounds(self.lora_dropout):
-            if not (0 <= v < 1):
-                raise ValueError(f"lora_dropout values must lie in [0, 1), got {v}")
+                if (rule.integer and not float(v).is_integer()) or not rule.ok(v):
+                    raise ValueError(f"{name} values must be {rule.allowed}, got {v}")
         return self
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    """How one searchable parameter is typed and bounded."""
+
+    integer: bool  # sampled as int (IntDistribution, int choices)
+    ok: Callable[[float], bool]
+    allowed: str  # the rule in words, for the error message
+
+
+# The one registry of searchable parameters, in the order they are sampled and shown. Everything
+# else (Optuna distributions, the trials table, `best`, the CSV) derives from it.
+SEARCH_PARAMS: dict[str, SearchParam] = {
+    "rank": SearchParam(True, lambda v: v >= 1, "whole numbers >= 1"),
+    "batch_size": SearchParam(True, lambda v: v >= 1, "whole numbers >= 1"),
+    "learning_rate": SearchParam(False, lambda v: 0 < v < 1, "in (0, 1)"),
+    "lora_alpha_ratio": SearchParam(False, lambda v: v > 0, "> 0"),
+    "lora_dropout": SearchParam(False, lambda v: 0 <= v < 1, "in [0, 1)"),
+}
+if list(SEARCH_PARAMS) != list(SearchSpec.model_fields):
+    raise RuntimeError("SEARCH_PARAMS must list every SearchSpec field, in order")
 
 
 def _bounds(rng: ParamRange | None) -> list[float]:
@@ -237,12 +253,7 @@ class StudySpec(_Strict):
 
 
 def _searched(search: SearchSpec) -> list[tuple[str, ParamRange]]:
-    out = []
-    for pname in ("rank", "batch_size", "learning_rate", "lora_alpha_ratio", "lora_dropout"):
-        rng = getattr(search, pname)
-        if rng is not None:
-            out.append((pname, rng))
-    return out
+    return [(name, rng) for name in SEARCH_PARAMS if (rng := getattr(search, name)) is not None]
 
 
 def searched_params(spec: StudySpec) -> list[tuple[str, ParamRange]]:

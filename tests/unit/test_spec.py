@@ -1,10 +1,23 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
-from autotune.spec import SpecError, load_spec, parse_spec, parse_spec_yaml
+from autotune.samplers import PRUNERS, SAMPLERS
+from autotune.search_space import distributions
+from autotune.spec import (
+    SEARCH_PARAMS,
+    PrunerSpec,
+    SamplerSpec,
+    SearchSpec,
+    SpecError,
+    load_spec,
+    parse_spec,
+    parse_spec_yaml,
+    searched_params,
+)
 from tests.conftest import REPO, tiny_spec
 
 
@@ -20,7 +33,8 @@ def test_defaults_are_the_classic_grid() -> None:
 
 def test_sampler_and_pruner_accept_a_plain_name() -> None:
     spec = parse_spec(tiny_spec(sampler="random", pruner="median"))
-    assert spec.sampler.name == "random" and spec.pruner.name == "median"
+    assert spec.sampler.name == "random"
+    assert spec.pruner.name == "median"
 
 
 @pytest.mark.parametrize(
@@ -77,4 +91,16 @@ def test_spec_round_trips_through_yaml() -> None:
 @pytest.mark.parametrize("path", sorted((REPO / "studies").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_study_validates(path: Path) -> None:
     spec = load_spec(path)
-    assert spec.name
+    assert parse_spec_yaml(spec.to_yaml()) == spec
+    assert list(distributions(spec)) == [name for name, _ in searched_params(spec)]
+    assert spec.n_trials >= 1
+
+
+def test_spec_literals_are_the_registries() -> None:
+    """The names a spec accepts are exactly the samplers and pruners that exist."""
+    assert set(get_args(SamplerSpec.model_fields["name"].annotation)) == set(SAMPLERS)
+    assert set(get_args(PrunerSpec.model_fields["name"].annotation)) == set(PRUNERS)
+
+
+def test_search_registry_covers_every_search_field() -> None:
+    assert list(SEARCH_PARAMS) == list(SearchSpec.model_fields)
