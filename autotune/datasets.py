@@ -11,7 +11,10 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.spec import DataSpec
 
 Record = dict[str, Any]
 
@@ -200,6 +203,24 @@ def _check_fields(rows: list[Record], fields: list[str], where: str) -> None:
             v = r.get(f)
             if v is None or (isinstance(v, str) and not v.strip() and f != "completion"):
                 raise DataError(f"{where}: row {i + 1} has an empty '{f}'")
+
+
+def load_data(task: str, data: DataSpec, seed: int) -> Examples:
+    """The examples a spec's data section names: the one place that unpacks it for loading."""
+    return load_examples(
+        task=task,
+        source=data.source,
+        fmt=data.format,
+        text_field=data.text_field,
+        text_pair_field=data.text_pair_field,
+        prompt_field=data.prompt_field,
+        completion_field=data.completion_field,
+        label_field=data.label_field,
+        validation=data.validation,
+        validation_fraction=data.validation_fraction,
+        max_examples=data.max_examples,
+        seed=seed,
+    )
 
 
 def load_examples(

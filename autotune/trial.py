@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from autotune.packaged import resolve_model
-from autotune.spec import StudySpec
+from autotune.spec import BudgetSpec, DataSpec, ObjectiveSpec, StudySpec, TinyModel
 
 
 class TrialState(enum.StrEnum):
@@ -45,44 +45,34 @@ class TrialFn(Protocol):
 
 
 @dataclass(frozen=True)
-class TrialConfig:
-    """Everything one trial needs, flat and typed. Built once from a validated spec."""
+class ModelConfig:
+    """The base model: a resolved HF id or directory, or ``tiny`` built from ``tiny`` in code."""
 
-    # searched
+    name: str
+    revision: str | None
+    tiny: TinyModel
+    target_modules: str | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Everything one trial needs, typed and frozen. Built once from a validated spec.
+
+    The searched values are flat fields; data, budget and objective are the spec's own validated
+    (frozen) sections, so a new option in one of them is one edit in ``spec.py``."""
+
+    # searched (see spec.SEARCH_PARAMS)
     rank: int
     batch_size: int
     learning_rate: float
     lora_alpha: float
     lora_dropout: float
-    # model and task
-    model: str
+    # what is trained on what
     task: str
-    tiny_hidden_size: int
-    tiny_num_layers: int
-    tiny_num_heads: int
-    tiny_intermediate_size: int
-    model_revision: str | None
-    target_modules: str | tuple[str, ...]
-    # data
-    data_source: str
-    data_format: str
-    text_field: str
-    text_pair_field: str | None
-    prompt_field: str | None
-    completion_field: str | None
-    label_field: str
-    validation: str | None
-    validation_fraction: float
-    max_length: int
-    max_examples: int | None
-    # budget and objective
-    train_examples: int
-    evals: int
-    max_eval_examples: int | None
-    timeout_s: float | None
-    val_weight: float
-    train_weight: float
-    train_tail_fraction: float
+    model: ModelConfig
+    data: DataSpec
+    budget: BudgetSpec
+    objective: ObjectiveSpec
     # optimisation
     precision: str
     seed: int
@@ -93,7 +83,8 @@ class TrialConfig:
 
 
 def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
-    """Join a spec and one trial's sampled params into a flat TrialConfig."""
+    """Join a spec and one trial's sampled params into a TrialConfig. A searched parameter
+    overrides the spec's fixed value for it."""
     rank = int(params["rank"])
     alpha_ratio = float(params.get("lora_alpha_ratio", spec.lora.alpha_ratio))
     tm = spec.lora.target_modules
@@ -103,32 +94,16 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         learning_rate=float(params["learning_rate"]),
         lora_alpha=alpha_ratio * rank,
         lora_dropout=float(params.get("lora_dropout", spec.lora.dropout)),
-        model=resolve_model(spec.model.name),
         task=spec.task,
-        tiny_hidden_size=spec.model.tiny.hidden_size,
-        tiny_num_layers=spec.model.tiny.num_layers,
-        tiny_num_heads=spec.model.tiny.num_heads,
-        tiny_intermediate_size=spec.model.tiny.intermediate_size,
-        model_revision=spec.model.revision,
-        target_modules=tm if isinstance(tm, str) else tuple(tm),
-        data_source=spec.data.source,
-        data_format=spec.data.format,
-        text_field=spec.data.text_field,
-        text_pair_field=spec.data.text_pair_field,
-        prompt_field=spec.data.prompt_field,
-        completion_field=spec.data.completion_field,
-        label_field=spec.data.label_field,
-        validation=spec.data.validation,
-        validation_fraction=spec.data.validation_fraction,
-        max_length=spec.data.max_length,
-        max_examples=spec.data.max_examples,
-        train_examples=spec.budget.train_examples,
-        evals=spec.budget.evals,
-        max_eval_examples=spec.budget.max_eval_examples,
-        timeout_s=spec.budget.timeout_s,
-        val_weight=spec.objective.val_weight,
-        train_weight=spec.objective.train_weight,
-        train_tail_fraction=spec.objective.train_tail_fraction,
+        model=ModelConfig(
+            name=resolve_model(spec.model.name),
+            revision=spec.model.revision,
+            tiny=spec.model.tiny,
+            target_modules=tm if isinstance(tm, str) else tuple(tm),
+        ),
+        data=spec.data,
+        budget=spec.budget,
+        objective=spec.objective,
         precision=spec.precision,
         seed=spec.seed,
         max_grad_norm=spec.max_grad_norm,

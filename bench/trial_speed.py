@@ -80,7 +80,7 @@ def trainer(config: TrialConfig, steps: int) -> tuple[float, float]:
         r=config.rank,
         lora_alpha=config.lora_alpha,  # type: ignore[arg-type]
         lora_dropout=config.lora_dropout,
-        target_modules=rt.resolve_target_modules(base, config.target_modules),
+        target_modules=rt.resolve_target_modules(base, config.model.target_modules),
         task_type="CAUSAL_LM" if config.task == "causal-lm" else "SEQ_CLS",
     )
     model = get_peft_model(base, lcfg)

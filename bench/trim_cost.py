@@ -1,6 +1,6 @@
 """What the CPU memory measurement costs the training it measures.
 
-On CPU a trial's peak memory is its RSS above a baseline (DESIGN: Measure honestly). For that
+On CPU a trial's peak memory is its RSS above a baseline (autotune/worker/memory.py). For that
 baseline to mean anything, ``MemoryMeter`` first gives the heap a previous trial freed back to
 the OS (``malloc_trim``); otherwise the new trial reuses that memory and its growth hides inside
 it. The pages given back are faulted in again by the next trial's first large batches. This
@@ -16,7 +16,6 @@ Run: python bench/trim_cost.py [--pairs 4] [--batch-size 64] [--examples 768]
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import statistics
 import tempfile
@@ -43,7 +42,11 @@ def main() -> None:
     params = {"rank": 8, "batch_size": args.batch_size, "learning_rate": 1e-3}
     times: dict[str, list[float]] = {"trim": [], "notrim": []}
     with tempfile.TemporaryDirectory() as tmp:
-        config = dataclasses.replace(trial_config(spec, params, tmp), train_examples=args.examples)
+        config = trial_config(
+            spec.model_copy(update={"budget": spec.budget.model_copy(update={"train_examples": args.examples})}),
+            params,
+            tmp,
+        )
         run_trial(config, lambda k, s: False)  # warm-up: model load, tokenization, first-touch of the heap
         for i in range(args.pairs):
             for mode in ("trim", "notrim") if i % 2 == 0 else ("notrim", "trim"):

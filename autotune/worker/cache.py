@@ -23,7 +23,7 @@ from autotune.worker import data as wdata
 
 # Counters a test (or a curious user) can read: how the last lookups went in this process.
 STATS = {"hits": 0, "misses": 0}
-_FORMAT = 1  # bump when TokenizedData's layout changes
+_FORMAT = 2  # bump when TokenizedData's layout changes
 
 
 def default_cache_dir() -> Path:
@@ -41,17 +41,8 @@ def cache_key(tokenizer: Any, examples: Examples, c: TrialConfig) -> str:
     h = hashlib.sha256()
     h.update(
         json.dumps(
-            [
-                _FORMAT,
-                c.task,
-                c.text_field,
-                c.text_pair_field,
-                c.prompt_field,
-                c.completion_field,
-                c.label_field,
-                c.max_length,
-                examples.labels,
-            ]
+            # where the data lives is left out: its content is hashed below
+            [_FORMAT, c.task, c.data.model_dump(mode="json", exclude={"source", "validation"}), examples.labels]
         ).encode()
     )
     h.update(_tokenizer_fingerprint(tokenizer).encode())
@@ -77,12 +68,12 @@ def tokenize_cached(tokenizer: Any, examples: Examples, c: TrialConfig) -> wdata
         tokenizer,
         examples,
         task=c.task,
-        text_field=c.text_field,
-        text_pair_field=c.text_pair_field,
-        prompt_field=c.prompt_field,
-        completion_field=c.completion_field,
-        label_field=c.label_field,
-        max_length=c.max_length,
+        text_field=c.data.text_field,
+        text_pair_field=c.data.text_pair_field,
+        prompt_field=c.data.prompt_field,
+        completion_field=c.data.completion_field,
+        label_field=c.data.label_field,
+        max_length=c.data.max_length,
     )
     try:
         root.mkdir(parents=True, exist_ok=True)

@@ -200,6 +200,10 @@ class BaseModelCache:
         self.key, self.model = key, model
         self.head = {n: p.detach().clone() for n, p in model.named_parameters() if n.split(".")[0] in HEAD_MODULES}
 
+    def evict(self) -> None:
+        """Forget the model: the next trial loads a clean one."""
+        self.key, self.model, self.head = None, None, None
+
     def restore_head(self) -> None:
         if self.model is None or not self.head:
             return

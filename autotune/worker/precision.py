@@ -2,7 +2,7 @@
 
 ``auto``: bf16 autocast on CUDA that supports it; fp16 autocast + GradScaler on older CUDA; fp32 on
 a CPU. On the AVX2 CPUs we run CI on, bf16 autocast measured 4-17x slower than fp32
-(shared/DESIGN.md), so a CPU only gets bf16 when the user asks for it.
+(docs/architecture.md, "Measured facts"), so a CPU only gets bf16 when the user asks for it.
 """
 
 from __future__ import annotations

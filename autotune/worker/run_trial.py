@@ -7,7 +7,6 @@ crashes) come back as states, never as exceptions.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import threading
@@ -21,7 +20,7 @@ import peft
 import torch
 import transformers
 
-from autotune.datasets import Examples, load_examples
+from autotune.datasets import Examples, load_data
 from autotune.scoring import score as weighted_score
 from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialState
 from autotune.worker import data as wdata
@@ -66,23 +65,7 @@ _DATA: dict[tuple[Any, ...], _DataEntry] = {}
 
 
 def _data_key(c: TrialConfig) -> tuple[Any, ...]:
-    return (
-        c.model,
-        c.model_revision,
-        c.task,
-        c.data_source,
-        c.data_format,
-        c.text_field,
-        c.text_pair_field,
-        c.prompt_field,
-        c.completion_field,
-        c.label_field,
-        c.validation,
-        c.validation_fraction,
-        c.max_length,
-        c.max_examples,
-        c.seed,
-    )
+    return (c.model.name, c.model.revision, c.task, c.data, c.seed)
 
 
 def prepare_data(c: TrialConfig) -> _DataEntry:
@@ -90,29 +73,17 @@ def prepare_data(c: TrialConfig) -> _DataEntry:
     hit = _DATA.get(key)
     if hit is not None:
         return hit
-    examples = load_examples(
-        task=c.task,
-        source=c.data_source,
-        fmt=c.data_format,
-        text_field=c.text_field,
-        text_pair_field=c.text_pair_field,
-        prompt_field=c.prompt_field,
-        completion_field=c.completion_field,
-        label_field=c.label_field,
-        validation=c.validation,
-        validation_fraction=c.validation_fraction,
-        max_examples=c.max_examples,
-        seed=c.seed,
-    )
-    if c.model == TINY:
+    examples = load_data(c.task, c.data, c.seed)
+    if c.model.name == TINY:
+        d = c.data
         fields = [
             f
-            for f in (c.text_field, c.text_pair_field, c.prompt_field, c.completion_field)
+            for f in (d.text_field, d.text_pair_field, d.prompt_field, d.completion_field)
             if f is not None and f in examples.train[0]
         ]
         tokenizer = tiny_tokenizer(examples.train + examples.validation, fields)
     else:
-        tokenizer = load_tokenizer(c.model, c.model_revision)
+        tokenizer = load_tokenizer(c.model.name, c.model.revision)
     from autotune.worker.cache import tokenize_cached
 
     tokenized = tokenize_cached(tokenizer, examples, c)
@@ -126,13 +97,10 @@ def base_model(c: TrialConfig, entry: _DataEntry, device: torch.device, prec: Pr
     n_labels = len(entry.data.labels) if entry.data.labels else 0
     dtype = prec.autocast_dtype if (device.type == "cuda" and prec.autocast_dtype is not None) else torch.float32
     key = (
-        c.model,
-        c.model_revision,
+        c.model.name,
+        c.model.revision,
         c.task,
-        c.tiny_hidden_size,
-        c.tiny_num_layers,
-        c.tiny_num_heads,
-        c.tiny_intermediate_size,
+        c.model.tiny,
         n_labels,
         len(entry.tokenizer),
         str(dtype),
@@ -142,20 +110,21 @@ def base_model(c: TrialConfig, entry: _DataEntry, device: torch.device, prec: Pr
     model = _MODELS.get(key)
     if model is None:
         _MODELS.put((), torch.nn.Identity())  # drop the old model before loading a new one
-        if c.model == TINY:
+        if c.model.name == TINY:
+            tiny = c.model.tiny
             model = build_tiny(
                 c.task,
                 len(entry.tokenizer),
                 n_labels,
-                hidden=c.tiny_hidden_size,
-                layers=c.tiny_num_layers,
-                heads=c.tiny_num_heads,
-                intermediate=c.tiny_intermediate_size,
+                hidden=tiny.hidden_size,
+                layers=tiny.num_layers,
+                heads=tiny.num_heads,
+                intermediate=tiny.intermediate_size,
                 pad_id=entry.data.pad_id,
                 seed=c.seed,
             )
         else:
-            model = load_pretrained(c.model, c.task, n_labels, c.model_revision, dtype, c.seed)
+            model = load_pretrained(c.model.name, c.task, n_labels, c.model.revision, dtype, c.seed)
             cfg: Any = model.config
             if c.task == "seq-cls" and cfg.pad_token_id is None:
                 cfg.pad_token_id = entry.data.pad_id
@@ -174,7 +143,7 @@ def _add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
         r=c.rank,
         lora_alpha=c.lora_alpha,  # type: ignore[arg-type]  # peft accepts a float alpha
         lora_dropout=c.lora_dropout,
-        target_modules=resolve_target_modules(base, c.target_modules),
+        target_modules=resolve_target_modules(base, c.model.target_modules),
         task_type="CAUSAL_LM" if c.task == "causal-lm" else "SEQ_CLS",
     )
     model = get_peft_model(base, lcfg)
@@ -208,6 +177,12 @@ def _apply_thread_limit() -> None:
 
 
 def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event | None = None) -> TrialResult:
+    """Train fresh LoRA adapters on the cached base model for ``config``'s budget and measure them.
+
+    ``report(k, score)`` is called after evaluation k (1-based) and returns True to stop the trial
+    (pruned); ``interrupt``, once set, stops it at the next step (interrupted). Returns a
+    ``TrialResult`` whatever happens: OOM, non-finite loss, timeout and any crash become its
+    state and error. Raises nothing but ``BaseException``s that are not ``KeyboardInterrupt``."""
     t_start = time.perf_counter()
     _apply_thread_limit()
     device = pick_device()
@@ -240,8 +215,15 @@ def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event 
         result.error = f"{err.__class__.__name__}: {err}"[:500] + "\n" + traceback.format_exc(limit=3)[-1500:]
     # Release memory outside the except block: the traceback would otherwise pin the tensors.
     if model is not None:
-        with contextlib.suppress(Exception):
+        try:
             _remove_adapters(model)
+        except (RuntimeError, ValueError, AttributeError, KeyError) as err:
+            # peft could not take its layers out (or the head back): the cached base may still
+            # hold LoRA layers, so it is dropped and the next trial loads a clean one. A trial
+            # that had completed keeps its result; the failure is noted with it.
+            _MODELS.evict()
+            note = f"adapters not removed ({err.__class__.__name__}); base model reloaded for the next trial"
+            result.error = f"{result.error}; {note}" if result.error else note
         model = None
     if oom and device.type == "cuda":
         torch.cuda.empty_cache()
@@ -262,10 +244,10 @@ def _train(
     result: TrialResult,
     t_start: float,
 ) -> None:
-    n_steps = math.ceil(c.train_examples / c.batch_size)
-    evals_at = _eval_steps(n_steps, c.evals)
+    n_steps = math.ceil(c.budget.train_examples / c.batch_size)
+    evals_at = _eval_steps(n_steps, c.budget.evals)
     order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, group_by_length=True)
-    eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.max_eval_examples)
+    eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
     trainable = [p for p in model.parameters() if p.requires_grad]
     fused_ok = device.type == "cuda"
     opt = torch.optim.AdamW(
@@ -278,17 +260,18 @@ def _train(
     scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
     step_fn = torch.compile(_forward_loss) if c.compile else _forward_loss
     losses = torch.zeros(n_steps, device=device)  # per-step train loss, read only at evaluations
-    tail = max(1, math.ceil(c.train_tail_fraction * n_steps))
+    tail = max(1, math.ceil(c.objective.train_tail_fraction * n_steps))
     tokens = 0
     train_time = eval_time = 0.0
     fault = faults_for(c)
+    timeout_s = c.budget.timeout_s
     model.train()
     t_phase = time.perf_counter()
     for step in range(n_steps):
         if interrupt is not None and interrupt.is_set():
             raise _Stop(TrialState.INTERRUPTED, f"interrupted at step {step}/{n_steps}")
-        if c.timeout_s is not None and time.perf_counter() - t_start > c.timeout_s:
-            raise _Stop(TrialState.TIMEOUT, f"timeout after {c.timeout_s:g}s at step {step}/{n_steps}")
+        if timeout_s is not None and time.perf_counter() - t_start > timeout_s:
+            raise _Stop(TrialState.TIMEOUT, f"timeout after {timeout_s:g}s at step {step}/{n_steps}")
         batch = wdata.make_batch(data.train, order[step], device)
         tokens += batch.n_tokens
         if fault.active:
@@ -314,7 +297,7 @@ def _train(
                 math.isfinite(train_loss) and math.isfinite(val_loss) and bool(torch.isfinite(losses[:done]).all())
             ):
                 raise _Stop(TrialState.DIVERGED, f"non-finite loss at step {done} (train {train_loss}, val {val_loss})")
-            s = weighted_score(val_loss, train_loss, c.val_weight, c.train_weight)
+            s = weighted_score(val_loss, train_loss, c.objective.val_weight, c.objective.train_weight)
             k = evals_at.index(done) + 1
             result.curve.append(EvalPoint(k, done, done * c.batch_size, val_loss, train_loss, s, acc))
             result.val_loss, result.train_loss, result.score, result.accuracy = val_loss, train_loss, s, acc
