@@ -17,11 +17,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from types import FrameType
 
 from autotune import driver
+from autotune.progress import finished_line, make_bar
+from autotune.session import EXIT_USER_ERROR, RunSummary, TwoStageStop
 from autotune.spec import SpecError, StudySpec
-from autotune.storage import ENV_VAR, Store, redact
+from autotune.storage import ENV_VAR, Store
 
 POLL_S = 0.5
 MAX_RESTARTS_PER_WORKER = 20  # a worker that keeps dying (a bug, not a kill) must not loop forever
@@ -85,7 +86,8 @@ def run_parallel(
     devices: str,
     show_progress: bool,
     cache_dir: str | None,
-) -> int:
+) -> RunSummary:
+    """Create (or continue) the study, then run it with ``workers`` processes (see ``supervise``)."""
     name = study_name or spec.name
     total = driver.prepare_study(spec, url, name, n_trials or spec.n_trials)
     return supervise(url, name, total, plan_devices(devices, workers), show_progress, cache_dir)
@@ -100,8 +102,9 @@ def resume_parallel(
     devices: str,
     show_progress: bool,
     cache_dir: str | None,
-) -> int:
-    store = Store.open(url, create=True)
+) -> RunSummary:
+    """Continue a stored study with ``workers`` processes; an unknown study creates nothing."""
+    store = driver.open_existing_study(url, study)
     try:
         spec = driver.load_stored_spec(store, study)
     finally:
@@ -117,92 +120,68 @@ def supervise(
     plan: list[tuple[str | None, int | None]],
     show_progress: bool,
     cache_dir: str | None,
-) -> int:
+) -> RunSummary:
+    """Start one worker process per plan entry and watch them until none is left; restart a
+    worker that dies while the study is unfinished."""
     pool = [_Worker(i, dev, thr) for i, (dev, thr) in enumerate(plan)]
     argv = _argv(name, total, cache_dir)
-    state = {"stopping": False}
 
     def start(w: _Worker) -> None:
         # A new session: a terminal's Ctrl-C reaches only us, and we forward it exactly once.
         w.proc = subprocess.Popen(argv, env=_env(url, w), start_new_session=True)
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if state["stopping"]:
-            for w in pool:
-                if w.proc is not None and w.proc.poll() is None:
-                    w.proc.kill()
-            os._exit(128 + signum)
-        state["stopping"] = True
-        for w in pool:
-            if w.proc is not None and w.proc.poll() is None:
-                w.proc.send_signal(signal.SIGINT)
+    def alive() -> list[subprocess.Popen[bytes]]:
+        return [w.proc for w in pool if w.proc is not None and w.proc.poll() is None]
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    def forward() -> None:  # first Ctrl-C: each worker stores its trial as interrupted
+        for p in alive():
+            p.send_signal(signal.SIGINT)
+
+    def kill() -> None:  # second Ctrl-C: now
+        for p in alive():
+            p.kill()
+
+    stop = TwoStageStop(on_first=forward, on_second=kill)
     store = Store.open(url, create=True)
-    view = _View(store, name, total, show_progress, len(pool))
-    failed_user_error = False
+    view = _View(store, name, total, show_progress)
+    user_error = False
     try:
-        for w in pool:
-            start(w)
-        while True:
-            alive = 0
+        with stop.installed():
             for w in pool:
-                assert w.proc is not None
-                rc = w.proc.poll()
-                if rc is None:
-                    alive += 1
-                    continue
-                if rc == 2:
-                    failed_user_error = True  # the worker printed its one-line error
-                died = rc != 0 and rc != 2 and not state["stopping"]
-                if died and w.restarts < MAX_RESTARTS_PER_WORKER and store.count_finished(name) < total:
-                    w.restarts += 1
-                    print(f"autotune: worker {w.index} exited with {rc}; restarting it", file=sys.stderr)
-                    start(w)
-                    alive += 1
-            view.refresh({w.proc.pid: w.index for w in pool if w.proc is not None})
-            if not alive:
-                break
-            time.sleep(POLL_S)
+                start(w)
+            while True:
+                running = 0
+                for w in pool:
+                    assert w.proc is not None
+                    rc = w.proc.poll()
+                    if rc is None:
+                        running += 1
+                        continue
+                    user_error = user_error or rc == EXIT_USER_ERROR  # the worker printed its one line
+                    died = rc not in (0, EXIT_USER_ERROR) and not stop.event.is_set()
+                    if died and w.restarts < MAX_RESTARTS_PER_WORKER and store.count_finished(name) < total:
+                        w.restarts += 1
+                        print(f"autotune: worker {w.index} exited with {rc}; restarting it", file=sys.stderr)
+                        start(w)
+                        running += 1
+                view.refresh({w.proc.pid: w.index for w in pool if w.proc is not None})
+                if not running:
+                    break
+                time.sleep(POLL_S)
+        finished, best = store.count_finished(name), store.best(name)
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
         view.close()
-    finished = store.count_finished(name)
-    best = store.best(name)
-    store.close()
-    best_txt = "-" if best is None else f"{best['score']:.4f}"
-    print(
-        f"study '{name}': {finished}/{total} trials finished with {len(pool)} workers, best score {best_txt}; "
-        f"see `autotune best {name} --storage {redact(url)}`",
-        file=sys.stderr,
-    )
-    if failed_user_error:
-        return 2
-    if state["stopping"]:
-        return 130
-    return 0 if finished >= total else 1
+        store.close()
+    best_score = None if best is None else best["score"]
+    return RunSummary(name, finished, total, 0, stop.event.is_set(), best_score, len(pool), user_error)
 
 
 class _View:
     """Progress across workers, read from the database: done / total, best, each worker's trial."""
 
-    def __init__(self, store: Store, name: str, total: int, enabled: bool, n_workers: int) -> None:
+    def __init__(self, store: Store, name: str, total: int, enabled: bool) -> None:
         self.store, self.name, self.total, self.enabled = store, name, total, enabled
-        self.tty = enabled and sys.stderr.isatty()
-        self.seen: set[int] = set()
-        self.bar = None
-        if self.tty:
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=total,
-                initial=min(store.count_finished(name), total),
-                desc="trials",
-                unit="trial",
-                file=sys.stderr,
-                dynamic_ncols=True,
-            )
+        self.bar = make_bar(total, store.count_finished(name)) if enabled else None
         self.seen = {r["trial_number"] for r in store.trials(name) if r["state"] != "running"}
 
     def refresh(self, pid_to_index: dict[int, int]) -> None:
@@ -210,17 +189,12 @@ class _View:
             return
         rows = self.store.trials(self.name)
         best = self.store.best(self.name)
-        best_txt = "-" if best is None else f"{best['score']:.4f}"
+        best_score = None if best is None else best["score"]
         for r in rows:
             if r["state"] != "running" and r["trial_number"] not in self.seen:
                 self.seen.add(r["trial_number"])
                 if self.bar is None:
-                    score = "-" if r["score"] is None else f"{r['score']:.4f}"
-                    print(
-                        f"trial {r['trial_number']} {r['state']} score={score} best={best_txt}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    print(finished_line(r["trial_number"], r["state"], r["score"], best_score), file=sys.stderr)
         if self.bar is not None:
             running = []
             for r in rows:
@@ -229,6 +203,7 @@ class _View:
                     idx = pid_to_index.get(int(pid)) if pid.isdigit() else None
                     running.append(f"w{idx if idx is not None else '?'}: trial {r['trial_number']}")
             self.bar.n = min(self.store.count_finished(self.name), self.total)
+            best_txt = "-" if best_score is None else f"{best_score:.4f}"
             self.bar.set_postfix_str(f"best={best_txt} " + " | ".join(running), refresh=True)
 
     def close(self) -> None:

@@ -18,6 +18,18 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
+def make_bar(total: int, done: int) -> tqdm[Any] | None:
+    """A tqdm bar on a terminal; None elsewhere (CI logs, pipes get one line per trial)."""
+    if not sys.stderr.isatty():
+        return None
+    return tqdm(total=total, initial=min(done, total), desc="trials", unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+
+def finished_line(number: int, state: str, score: float | None, best: float | None) -> str:
+    """The plain line for a finished trial, the same from one worker or many."""
+    return f"trial {number} {state} score={_fmt(score)} best={_fmt(best)}"
+
+
 class Progress:
     def __init__(
         self, total: int, done: int, *, enabled: bool, n_evals: int, best: Callable[[], dict[str, Any] | None]
@@ -26,22 +38,9 @@ class Progress:
         self.total = total
         self.n_evals = n_evals
         self.enabled = enabled
-        self.tty = enabled and sys.stderr.isatty()
         self.best: float | None = None
         self.current = ""
-        self.bar = (
-            tqdm(
-                total=total,
-                initial=min(done, total),
-                desc="trials",
-                unit="trial",
-                file=sys.stderr,
-                dynamic_ncols=True,
-                leave=True,
-            )
-            if self.tty
-            else None
-        )
+        self.bar = make_bar(total, done) if enabled else None
 
     def _postfix(self) -> None:
         if self.bar is not None:
@@ -66,10 +65,8 @@ class Progress:
                 self.bar.update(1)
             self.current = f"trial {number} {state.value}"
             self._postfix()
-        elif self.enabled:
-            print(
-                f"trial {number} {state.value} score={_fmt(score)} best={_fmt(self.best)}", file=sys.stderr, flush=True
-            )
+        else:
+            print(finished_line(number, state.value, score, self.best), file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -13,9 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from autotune import __version__
-
-EXIT_USER_ERROR = 2
-EXIT_INTERRUPTED = 130
+from autotune.session import EXIT_INTERRUPTED, EXIT_USER_ERROR
 
 
 def _storage_arg(p: argparse.ArgumentParser) -> None:
