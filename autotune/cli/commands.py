@@ -10,22 +10,24 @@ import os
 import sys
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
-from autotune.spec import SpecError
+from autotune.session import RunSummary, exit_code, summary_line
+from autotune.spec import SEARCH_PARAMS, SpecError
 from autotune.storage.url import StorageError, redact, resolve_url
 
-USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, DataError, StorageError, SQLAlchemyError, FileNotFoundError)
+# Errors that are the user's to fix: one line, exit 2. Database errors reach here as
+# StorageError (translated once, in Store); anything else is a bug and keeps its traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, DataError, StorageError, FileNotFoundError)
+
+# One column per searchable parameter (empty where a study does not search it), from the registry.
+PARAM_COLUMNS = tuple(SEARCH_PARAMS)
 
 # CSV columns, in order: what a user asks of a trial afterwards.
 EXPORT_COLUMNS = (
     "trial",
     "state",
-    "rank",
-    "batch_size",
-    "learning_rate",
+    *PARAM_COLUMNS,
     "val_loss",
     "train_loss",
     "score",
@@ -69,13 +71,9 @@ def _positive(n: int | None, flag: str) -> None:
         raise SpecError(f"{flag} must be at least 1, got {n}")
 
 
-def _summary_line(s: Any, url: str) -> str:
-    best = "-" if s.best_score is None else f"{s.best_score:.4f}"
-    state = "interrupted" if s.interrupted else "done"
-    return (
-        f"study '{s.study_name}': {s.finished}/{s.total} trials finished ({state}), best score {best}; "
-        f"see `autotune best {s.study_name} --storage {redact(url)}`"
-    )
+def _finish(s: RunSummary, url: str) -> int:
+    print(summary_line(s, redact(url)), file=sys.stderr)
+    return exit_code(s)
 
 
 def _cpu_only(devices: str) -> None:
@@ -97,7 +95,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import run_parallel
 
-        return run_parallel(
+        s = run_parallel(
             spec,
             url,
             study_name=args.study_name,
@@ -107,6 +105,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             show_progress=not args.no_progress,
             cache_dir=args.cache_dir,
         )
+        return _finish(s, url)
     s = driver.run_study(
         spec,
         url,
@@ -115,8 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         cache_dir=args.cache_dir,
     )
-    print(_summary_line(s, url), file=sys.stderr)
-    return 130 if s.interrupted else 0
+    return _finish(s, url)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -129,7 +127,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import resume_parallel
 
-        return resume_parallel(
+        s = resume_parallel(
             url,
             args.study,
             n_trials=args.n_trials,
@@ -138,11 +136,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
             show_progress=not args.no_progress,
             cache_dir=args.cache_dir,
         )
+        return _finish(s, url)
     s = driver.resume_study(
         url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
     )
-    print(_summary_line(s, url), file=sys.stderr)
-    return 130 if s.interrupted else 0
+    return _finish(s, url)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -153,16 +151,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     s = driver.resume_study(
         url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
     )
-    print(_summary_line(s, url), file=sys.stderr)
-    return 130 if s.interrupted else 0
+    return _finish(s, url)
 
 
 def _open_existing(url: str, study: str) -> Any:
     from autotune.storage import Store
 
-    store = Store.open(url, create=False)
-    store.require_study(study)
-    return store
+    return Store.open_existing(url, study)  # reading never creates a database
 
 
 def _clean(v: Any) -> Any:
@@ -228,6 +223,7 @@ def export_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         rec = {c: _clean(r.get(c)) for c in EXPORT_COLUMNS if c in r}
+        rec.update({p: _clean(r["params"].get(p)) for p in PARAM_COLUMNS})
         rec["trial"] = r["trial_number"]
         rec["params"] = json.dumps(r["params"], sort_keys=True)
         out.append({c: rec.get(c) for c in EXPORT_COLUMNS})
@@ -251,12 +247,11 @@ def cmd_trials(args: argparse.Namespace) -> int:
         w.writeheader()
         w.writerows(recs)
     else:
+        searched = [p for p in PARAM_COLUMNS if any(r[p] is not None for r in recs)]
         cols = (
             "trial",
             "state",
-            "rank",
-            "batch_size",
-            "learning_rate",
+            *searched,
             "score",
             "val_loss",
             "train_loss",

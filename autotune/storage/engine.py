@@ -6,13 +6,17 @@ share one file without "database is locked". PostgreSQL: psycopg 3 with pre-ping
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from autotune.storage.url import url_string
 
+_PG_INIT_LOCK = 0x6175746F74756E  # "autotun" in ASCII: one advisory lock key for schema set-up
 SQLITE_BUSY_TIMEOUT_S = 60  # long trials write rarely; a minute of patience beats a lost result
 
 
@@ -35,3 +39,42 @@ def make_engine(url: URL) -> Engine:
     if url.get_backend_name() == "sqlite":
         event.listen(engine, "connect", sqlite_pragmas)
     return engine
+
+
+@contextlib.contextmanager
+def init_lock(url: URL, engine: Engine) -> Iterator[None]:
+    """Serialise schema creation across processes: N workers started at the same instant on an
+    empty database would otherwise race to create the same tables. SQLite: flock on a lock
+    file beside the database; never on the database file itself, because closing any other
+    descriptor of that file drops SQLite's own POSIX locks. PostgreSQL: an advisory lock."""
+    if url.get_backend_name() == "sqlite":
+        db = url.database or ""
+        if db in ("", ":memory:"):
+            yield
+            return
+        import fcntl
+
+        with open(f"{db}.autotune-lock", "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        return
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_INIT_LOCK})
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_INIT_LOCK})
+            conn.commit()
+
+
+def db_reason(err: SQLAlchemyError) -> str:
+    """The first line of the driver's message (never the URL, which SQLAlchemy adds itself)."""
+    if isinstance(err, OperationalError) and err.orig is not None:
+        text_ = str(err.orig).strip().splitlines()[0] if str(err.orig).strip() else err.orig.__class__.__name__
+    else:
+        text_ = err.__class__.__name__
+    return text_[:200]

@@ -9,18 +9,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, inspect, select, text, update
+from sqlalchemy import Connection, Engine, func, insert, inspect, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from autotune import __version__
 from autotune.storage import migrate
-from autotune.storage.engine import make_engine
+from autotune.storage.engine import db_reason, init_lock, make_engine
 from autotune.storage.tables import curves, studies, trials
 from autotune.storage.url import StorageError, parse_url, redact
 from autotune.trial import FINISHED_STATES, TrialResult, TrialState
 
-_PG_INIT_LOCK = 0x6175746F74756E  # "autotun" in ASCII: one advisory lock key for schema set-up
+# Searched params that also have an indexed column of their own; all of them are in ``params``.
+_PARAM_COLUMNS = frozenset({"rank", "batch_size", "learning_rate"})
 
 
 def _now() -> dt.datetime:
@@ -42,11 +43,42 @@ class StudyRow:
 
 
 class Store:
+    """autotune's tables in one database: studies, trials, curves.
+
+    Every method opens its own short transaction. A database that cannot be reached or is locked
+    past the busy timeout raises StorageError (one line, the URL redacted); any other SQLAlchemy
+    error is a bug and propagates as it is."""
+
     def __init__(self, url: URL, engine: Engine) -> None:
         self.url = url
         self.engine = engine
 
+    @contextlib.contextmanager
+    def _tx(self, *, write: bool) -> Iterator[Connection]:
+        """A connection (``write``: a transaction, committed at the end); the one place where
+        database errors are translated."""
+        try:
+            with self.engine.begin() if write else self.engine.connect() as conn:
+                yield conn
+        except OperationalError as err:
+            raise StorageError(f"database {redact(self.url)}: {db_reason(err)}") from err
+
     # ---------------------------------------------------------------- opening
+
+    @classmethod
+    def open_existing(cls, raw_url: str, study: str) -> Store:
+        """Open a database that must already hold ``study``; create and migrate nothing. An
+        unknown database or study is one StorageError line naming the study."""
+        try:
+            store = cls.open(raw_url, create=False)
+        except StorageError as err:
+            raise StorageError(f"no study named '{study}': {err}") from None
+        try:
+            store.require_study(study)
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     @classmethod
     def open(cls, raw_url: str, *, create: bool) -> Store:
@@ -70,41 +102,16 @@ class Store:
                 raise StorageError(f"{redact(url)} holds no autotune tables (run `autotune db upgrade` or a study)")
         except SQLAlchemyError as err:
             engine.dispose()
-            raise StorageError(f"cannot use database {redact(url)}: {_db_reason(err)}") from None
+            raise StorageError(f"cannot use database {redact(url)}: {db_reason(err)}") from None
         return store
 
     def upgrade(self) -> None:
         with self.init_lock():
             migrate.upgrade(self.engine)
 
-    @contextlib.contextmanager
-    def init_lock(self) -> Iterator[None]:
-        """Serialise schema creation across processes: N workers started at the same instant on an
-        empty database would otherwise race to create the same tables. SQLite: flock on a lock
-        file beside the database; never on the database file itself, because closing any other
-        descriptor of that file drops SQLite's own POSIX locks. PostgreSQL: an advisory lock."""
-        if self.url.get_backend_name() == "sqlite":
-            db = self.url.database or ""
-            if db in ("", ":memory:"):
-                yield
-                return
-            import fcntl
-
-            with open(f"{db}.autotune-lock", "a+b") as fh:
-                fcntl.flock(fh, fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh, fcntl.LOCK_UN)
-            return
-        with self.engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_INIT_LOCK})
-            conn.commit()
-            try:
-                yield
-            finally:
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_INIT_LOCK})
-                conn.commit()
+    def init_lock(self) -> contextlib.AbstractContextManager[None]:
+        """Serialise schema set-up across processes (see ``engine.init_lock``)."""
+        return init_lock(self.url, self.engine)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -112,10 +119,11 @@ class Store:
     # ---------------------------------------------------------------- studies
 
     def save_study(self, name: str, spec_yaml: str, labels: list[str] | None) -> None:
+        """Record a new study's spec (and seq-cls label names); a no-op if it exists already."""
         now = _now()
         # IntegrityError: another worker created it first; theirs is the same spec. The suppress
         # sits outside the transaction so that PostgreSQL's aborted transaction is rolled back.
-        with contextlib.suppress(IntegrityError), self.engine.begin() as conn:
+        with contextlib.suppress(IntegrityError), self._tx(write=True) as conn:
             conn.execute(
                 insert(studies).values(
                     study_name=name,
@@ -128,7 +136,8 @@ class Store:
             )
 
     def get_study(self, name: str) -> StudyRow | None:
-        with self.engine.connect() as conn:
+        """The study's row, or None."""
+        with self._tx(write=False) as conn:
             row = conn.execute(select(studies).where(studies.c.study_name == name)).mappings().first()
         if row is None:
             return None
@@ -142,10 +151,11 @@ class Store:
         )
 
     def study_names(self) -> list[str]:
-        with self.engine.connect() as conn:
+        with self._tx(write=False) as conn:
             return list(conn.execute(select(studies.c.study_name).order_by(studies.c.id)).scalars())
 
     def require_study(self, name: str) -> StudyRow:
+        """The study's row; StorageError naming the studies that do exist otherwise."""
         row = self.get_study(name)
         if row is None:
             known = self.study_names()
@@ -158,12 +168,12 @@ class Store:
     def trial_started(
         self, name: str, number: int, params: dict[str, Any], worker: str, retry_of: int | None = None
     ) -> None:
+        """Insert the row of a trial that starts now (state running) with its sampled params.
+        Params that have a column of their own (rank, batch size, learning rate) fill it too."""
         values = dict(
             state=TrialState.RUNNING.value,
             params=params,
-            rank=params.get("rank"),
-            batch_size=params.get("batch_size"),
-            learning_rate=params.get("learning_rate"),
+            **{k: v for k, v in params.items() if k in _PARAM_COLUMNS},
             worker=worker,
             retry_of=retry_of,
             requeued=False,
@@ -171,7 +181,7 @@ class Store:
             finished_at=None,
         )
         # Optuna numbers trials uniquely, so a plain insert: one statement per trial start.
-        with self.engine.begin() as conn:
+        with self._tx(write=True) as conn:
             conn.execute(insert(trials).values(study_name=name, trial_number=number, **values))
 
     def trial_finished(self, name: str, number: int, r: TrialResult) -> bool:
@@ -200,7 +210,7 @@ class Store:
             error=r.error,
             finished_at=_now(),
         )
-        with self.engine.begin() as conn:
+        with self._tx(write=True) as conn:
             n = conn.execute(
                 update(trials)
                 .where(
@@ -235,7 +245,7 @@ class Store:
 
     def fail_running(self, name: str, number: int, state: TrialState, error: str, requeued: bool) -> bool:
         """Mark a trial that died (reaped) or was stopped; True if it was still running."""
-        with self.engine.begin() as conn:
+        with self._tx(write=True) as conn:
             return bool(
                 conn.execute(
                     update(trials)
@@ -249,14 +259,15 @@ class Store:
             )
 
     def set_requeued(self, name: str, number: int) -> None:
-        with self.engine.begin() as conn:
+        """Mark that a retry of this trial was queued, so it no longer counts itself."""
+        with self._tx(write=True) as conn:
             conn.execute(
                 update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(requeued=True)
             )
 
     def infeasible_twin(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """An earlier trial with exactly these params that ran out of memory or diverged."""
-        with self.engine.connect() as conn:
+        with self._tx(write=False) as conn:
             rows = conn.execute(
                 select(trials.c.trial_number, trials.c.state, trials.c.params).where(
                     trials.c.study_name == name, trials.c.state.in_([TrialState.OOM.value, TrialState.DIVERGED.value])
@@ -271,7 +282,7 @@ class Store:
         """Trials that count toward the study's total: finished states, plus crashes whose
         retries are spent. Interrupted and re-queued trials do not count: their re-run will."""
         counted = [s.value for s in FINISHED_STATES] + [TrialState.CRASHED.value]
-        with self.engine.connect() as conn:
+        with self._tx(write=False) as conn:
             return int(
                 conn.execute(
                     select(func.count())
@@ -281,7 +292,8 @@ class Store:
             )
 
     def running(self, name: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        """Trials in state running: number, worker (host:pid), params, retry_of."""
+        with self._tx(write=False) as conn:
             rows = conn.execute(
                 select(trials.c.trial_number, trials.c.worker, trials.c.params, trials.c.retry_of).where(
                     trials.c.study_name == name, trials.c.state == TrialState.RUNNING.value
@@ -290,12 +302,14 @@ class Store:
             return [dict(r._mapping) for r in rows]
 
     def trials(self, name: str) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        """Every trial row of the study (all columns), in trial-number order."""
+        with self._tx(write=False) as conn:
             rows = conn.execute(select(trials).where(trials.c.study_name == name).order_by(trials.c.trial_number))
             return [dict(r._mapping) for r in rows]
 
     def best(self, name: str) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
+        """The complete trial with the lowest score (ties: the earliest), or None."""
+        with self._tx(write=False) as conn:
             row = (
                 conn.execute(
                     select(trials)
@@ -313,18 +327,11 @@ class Store:
         return dict(row) if row is not None else None
 
     def curve(self, name: str, number: int) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        """One trial's evaluations (autotune_curves rows) in order."""
+        with self._tx(write=False) as conn:
             rows = conn.execute(
                 select(curves)
                 .where(curves.c.study_name == name, curves.c.trial_number == number)
                 .order_by(curves.c.eval_index)
             )
             return [dict(r._mapping) for r in rows]
-
-
-def _db_reason(err: SQLAlchemyError) -> str:
-    if isinstance(err, OperationalError) and err.orig is not None:
-        text = str(err.orig).strip().splitlines()[0] if str(err.orig).strip() else err.orig.__class__.__name__
-    else:
-        text = err.__class__.__name__
-    return text[:200]

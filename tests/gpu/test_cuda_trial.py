@@ -22,8 +22,11 @@ def test_auto_precision_and_cuda_memory(tmp_path: Path) -> None:
     )
     assert r.state == TrialState.COMPLETE, r.error
     assert r.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
-    assert r.memory_kind == "cuda_max_allocated" and r.peak_memory_mb and r.peak_memory_mb > 0
-    assert r.device and "cpu" not in r.device
+    assert r.memory_kind == "cuda_max_allocated"
+    assert r.peak_memory_mb
+    assert r.peak_memory_mb > 0
+    assert r.device
+    assert "cpu" not in r.device
 
 
 def test_fp16_with_grad_scaler(tmp_path: Path) -> None:
@@ -31,4 +34,5 @@ def test_fp16_with_grad_scaler(tmp_path: Path) -> None:
     r = run_trial(
         trial_config(spec, {"rank": 8, "batch_size": 16, "learning_rate": 5e-3}, str(tmp_path)), lambda k, s: False
     )
-    assert r.state == TrialState.COMPLETE and r.precision == "fp16", r.error
+    assert r.state == TrialState.COMPLETE, r.error
+    assert r.precision == "fp16", r.error

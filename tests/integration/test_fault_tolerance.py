@@ -66,8 +66,11 @@ def test_r1_sigkill_mid_trial_five_times(db_url: str, tmp_path: Path) -> None:
         f"left running {a['optuna_running'] + a['our_running']}, lost {a['missing_rows']}"
     )
     assert len(retried) == 5, figure
-    assert a["finished"] >= total and a["missing_rows"] == 0, figure
-    assert a["optuna_running"] == 0 and a["our_running"] == 0 and a["optuna_waiting"] == 0, figure
+    assert a["finished"] >= total, figure
+    assert a["missing_rows"] == 0, figure
+    assert a["optuna_running"] == 0, figure
+    assert a["our_running"] == 0, figure
+    assert a["optuna_waiting"] == 0, figure
     print(figure)
 
 
@@ -100,10 +103,14 @@ def test_r2_paused_worker_wakes_without_crashing(db_url: str, tmp_path: Path) ->
         f"R2: paused worker exit {rc_a} (other {rc_b}), its trial {stale['state']} and re-queued "
         f"{stale['requeued']}, finished {a['finished']}/{total}, traceback in log: {'Traceback' in log_a}"
     )
-    assert rc_a == 0 and rc_b == 0 and "Traceback" not in log_a, figure + "\n" + log_a[-2000:]
-    assert stale["state"] == "crashed" and stale["requeued"], figure
+    assert rc_a == 0, figure + "\n" + log_a[-2000:]
+    assert rc_b == 0, figure + "\n" + log_a[-2000:]
+    assert "Traceback" not in log_a, figure + "\n" + log_a[-2000:]
+    assert stale["state"] == "crashed", figure
+    assert stale["requeued"], figure
     assert any(r["retry_of"] == row["trial_number"] and r["state"] == "complete" for r in a["rows"]), figure
-    assert a["finished"] >= total and a["optuna_running"] == 0, figure
+    assert a["finished"] >= total, figure
+    assert a["optuna_running"] == 0, figure
     print(figure)
 
 
@@ -144,8 +151,12 @@ def _storm(url: str, tmp_path: Path, name: str, workers: int, total: int) -> Non
         f"{a['duplicated_numbers']}, lock errors {locks}, crashed {states.count('crashed')}"
     )
     assert proc.returncode == 0, figure + "\n" + proc.stderr[-3000:]
-    assert a["finished"] >= total and a["missing_rows"] == 0 and a["optuna_running"] == 0, figure
-    assert a["duplicated_numbers"] == 0 and locks == 0 and states.count("crashed") == 0, figure
+    assert a["finished"] >= total, figure
+    assert a["missing_rows"] == 0, figure
+    assert a["optuna_running"] == 0, figure
+    assert a["duplicated_numbers"] == 0, figure
+    assert locks == 0, figure
+    assert states.count("crashed") == 0, figure
     print(figure)
 
 
@@ -168,7 +179,10 @@ def test_r4_oom_recoverable_and_persistent(
     store = Store.open(db_url, create=False)
     states = [r["state"] for r in store.trials("r4a")]
     figure = f"R4 recoverable: exit {code}, states {states}"
-    assert code == 0 and states[0] == "oom" and states.count("oom") == 1 and store.count_finished("r4a") == 4, figure
+    assert code == 0, figure
+    assert states[0] == "oom", figure
+    assert states.count("oom") == 1, figure
+    assert store.count_finished("r4a") == 4, figure
     assert states.count("complete") == 3, figure  # memory released: the next trials train normally
 
     monkeypatch.setenv("AUTOTUNE_FAULTS", "oom")
@@ -178,9 +192,12 @@ def test_r4_oom_recoverable_and_persistent(
     states = [r["state"] for r in store.trials("r4b")]
     errors = {r["error"].split(":")[0] for r in store.trials("r4b")}
     figure = f"R4 persistent: exit {code}, states {states}, errors {errors}"
-    assert code == 0 and states == ["oom"] * 3 and errors == {"out of memory"}, figure
+    assert code == 0, figure
+    assert states == ["oom"] * 3, figure
+    assert errors == {"out of memory"}, figure
     code, _, err = cli("best", "r4b", "--storage", db_url)
-    assert code == 2 and "no complete trial" in err, err
+    assert code == 2, err
+    assert "no complete trial" in err, err
     store.close()
     print(figure)
 
@@ -218,10 +235,17 @@ def test_r5_signal_mid_trial_then_resume(sig: signal.Signals, db_url: str, tmp_p
         f"{stopped['requeued']}), finished before resume {before}, after {a['finished']}/{total}, "
         f"re-runs {[(r['state'], r['params'] == stopped['params']) for r in rerun]}, lost {a['missing_rows']}"
     )
-    assert rc == 130 and exit_s < 10, figure
-    assert stopped["state"] == "interrupted" and stopped["requeued"], figure
-    assert code == 0 and a["finished"] == total and a["missing_rows"] == 0 and a["optuna_running"] == 0, figure
-    assert len(rerun) == 1 and rerun[0]["state"] == "complete" and rerun[0]["params"] == stopped["params"], figure
+    assert rc == 130, figure
+    assert exit_s < 10, figure
+    assert stopped["state"] == "interrupted", figure
+    assert stopped["requeued"], figure
+    assert code == 0, figure
+    assert a["finished"] == total, figure
+    assert a["missing_rows"] == 0, figure
+    assert a["optuna_running"] == 0, figure
+    assert len(rerun) == 1, figure
+    assert rerun[0]["state"] == "complete", figure
+    assert rerun[0]["params"] == stopped["params"], figure
     store.close()
     print(figure)
 
@@ -259,8 +283,14 @@ def test_r5_ctrl_c_stops_all_local_workers(db_url: str, tmp_path: Path, cli: Cli
     )
     # A trial in its last step when the signal lands may still finish; what matters is that
     # both workers stop at once and neither starts another trial.
-    assert rc == 130 and exit_s < 15 and interrupted and not started_after, figure
-    assert code == 0 and a["finished"] == total and a["our_running"] == 0 and a["optuna_running"] == 0, figure
+    assert rc == 130, figure
+    assert exit_s < 15, figure
+    assert interrupted, figure
+    assert not started_after, figure
+    assert code == 0, figure
+    assert a["finished"] == total, figure
+    assert a["our_running"] == 0, figure
+    assert a["optuna_running"] == 0, figure
     store.close()
     print(figure)
 
@@ -280,7 +310,9 @@ def _simultaneous(url: str, tmp_path: Path, name: str, n: int) -> None:
         f"{started} ran trials, finished {a['finished']}, duplicated {a['duplicated_numbers']}"
     )
     assert all(rc == 0 for rc, _ in results), figure + "\n" + "\n".join(e[-800:] for _, e in results)
-    assert a["finished"] >= 2 * n and a["duplicated_numbers"] == 0 and a["missing_rows"] == 0, figure
+    assert a["finished"] >= 2 * n, figure
+    assert a["duplicated_numbers"] == 0, figure
+    assert a["missing_rows"] == 0, figure
     print(figure)
 
 
@@ -308,6 +340,8 @@ def test_oom_point_is_never_run_again(
     rows = store.trials("twin")
     store.close()
     figure = f"retry policy: {[(r['state'], (r['error'] or '')[:40]) for r in rows]}"
-    assert code == 0 and [r["state"] for r in rows] == ["oom"] * 3, figure
-    assert rows[0]["error"].startswith("out of memory") and rows[0]["wall_time_s"] > 0, figure
+    assert code == 0, figure
+    assert [r["state"] for r in rows] == ["oom"] * 3, figure
+    assert rows[0]["error"].startswith("out of memory"), figure
+    assert rows[0]["wall_time_s"] > 0, figure
     assert all(r["error"] == "not run: trial 0 with the same params ended oom" for r in rows[1:]), figure

@@ -140,8 +140,12 @@ def test_bad_storage_url(url: str, expected: str, cli: CliFn, tmp_path: Path) ->
     path = tmp_path / "spec.yaml"
     path.write_text(json.dumps(_spec()))
     code, _, err = cli("run", str(path), "--storage", url)
-    assert code == 2 and err.startswith("autotune: error: ") and err.count("\n") == 1, err
-    assert expected in err and "Traceback" not in err and ":pw@" not in err, err
+    assert code == 2, err
+    assert err.startswith("autotune: error: "), err
+    assert err.count("\n") == 1, err
+    assert expected in err, err
+    assert "Traceback" not in err, err
+    assert ":pw@" not in err, err
 
 
 def test_errors_at_the_real_entry_point_have_no_traceback(tmp_path: Path) -> None:
@@ -156,14 +160,17 @@ def test_errors_at_the_real_entry_point_have_no_traceback(tmp_path: Path) -> Non
         proc = subprocess.run(
             [sys.executable, "-m", "autotune", *argv], capture_output=True, text=True, cwd=REPO, check=False
         )
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-        assert "Traceback" not in proc.stderr and proc.stdout == "", proc.stderr
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stdout == "", proc.stderr
 
 
 def _assert_one_line(result: tuple[int, str, str], expected: str, db_url: str) -> None:
     code, _, err = result
     assert code == 2, f"exit {code}: {err}"
-    assert err.startswith("autotune: error: ") and err.count("\n") == 1, err
+    assert err.startswith("autotune: error: "), err
+    assert err.count("\n") == 1, err
     assert expected in err, f"expected {expected!r} in {err!r}"
     assert "Traceback" not in err
     # No study was created: no database, or one with no study in it.
@@ -176,3 +183,62 @@ def _assert_one_line(result: tuple[int, str, str], expected: str, db_url: str) -
                 if table in tables:
                     assert conn.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one() == 0, table
         engine.dispose()
+
+
+@pytest.mark.parametrize("command", ["resume", "best", "trials", "export", "worker"])
+def test_an_unknown_study_creates_no_database(command: str, cli: CliFn, tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    argv = [command, "nosuch", "--storage", f"sqlite:///{db}"]
+    if command == "export":
+        argv += ["--csv", str(tmp_path / "out.csv")]
+    code, _, err = cli(*argv)
+    assert code == 2, err
+    assert "no study named 'nosuch'" in err, err
+    assert err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_an_unknown_study_in_an_existing_database_changes_nothing(cli: CliFn, tmp_path: Path, db_url: str) -> None:
+    code, _, err = cli("db", "upgrade", "--storage", db_url)
+    assert code == 0, err
+    db = Path(db_url.removeprefix("sqlite:///"))
+    before = db.read_bytes()
+    code, _, err = cli("resume", "nosuch", "--storage", db_url)
+    assert code == 2, err
+    assert "no study named 'nosuch'" in err, err
+    assert db.read_bytes() == before
+
+
+def test_a_database_that_breaks_mid_use_is_one_line(cli: CliFn, write_spec: Callable[..., Path], db_url: str) -> None:
+    """An operational database error (here: a table dropped under us) is translated once, in
+    Store, into a one-line user error."""
+    code, _, err = cli("run", str(write_spec(_spec(n_trials=1))), "--storage", db_url, "--no-progress")
+    assert code == 0, err
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE autotune_curves"))
+        conn.execute(text("DROP TABLE autotune_trials"))
+    engine.dispose()
+    code, _, err = cli("trials", "r9", "--storage", db_url)
+    assert code == 2, err
+    assert "no such table" in err, err
+    assert err.count("\n") == 1, err
+
+
+def test_a_programming_error_is_not_a_user_error(
+    cli: CliFn, write_spec: Callable[..., Path], db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug (here: a malformed query) keeps its traceback instead of posing as exit 2."""
+    from sqlalchemy.exc import ProgrammingError
+
+    from autotune.storage import Store
+
+    code, _, err = cli("run", str(write_spec(_spec(n_trials=1))), "--storage", db_url, "--no-progress")
+    assert code == 0, err
+
+    def broken(self: Store, name: str) -> None:
+        raise ProgrammingError("SELECT nonsense", {}, Exception("syntax error"))
+
+    monkeypatch.setattr(Store, "best", broken)
+    with pytest.raises(ProgrammingError):
+        cli("best", "r9", "--storage", db_url)

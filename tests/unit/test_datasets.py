@@ -37,14 +37,17 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def test_jsonl_text(tmp_path: Path) -> None:
     ex = _load(_jsonl(tmp_path / "d.jsonl", [{"text": f"line {i}"} for i in range(10)]))
-    assert len(ex.train) == 8 and len(ex.validation) == 2 and ex.labels is None
+    assert len(ex.train) == 8
+    assert len(ex.validation) == 2
+    assert ex.labels is None
     assert {r["text"] for r in ex.train + ex.validation} == {f"line {i}" for i in range(10)}
 
 
 def test_validation_fraction_is_seeded(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "d.jsonl", [{"text": f"line {i}"} for i in range(50)])
     a, b, c = _load(path, seed=1), _load(path, seed=1), _load(path, seed=2)
-    assert a.validation == b.validation and a.validation != c.validation
+    assert a.validation == b.validation
+    assert a.validation != c.validation
 
 
 def test_csv_classification_with_string_labels(tmp_path: Path) -> None:
@@ -58,7 +61,9 @@ def test_text_pairs_and_separate_validation_file(tmp_path: Path) -> None:
     rows = [{"q": f"q{i}", "a": f"a{i}", "label": i % 3} for i in range(9)]
     train, val = _jsonl(tmp_path / "t.jsonl", rows), _jsonl(tmp_path / "v.jsonl", rows[:3])
     ex = _load(train, task="seq-cls", text_field="q", text_pair_field="a", validation=str(val))
-    assert len(ex.train) == 9 and len(ex.validation) == 3 and ex.labels == ("0", "1", "2")
+    assert len(ex.train) == 9
+    assert len(ex.validation) == 3
+    assert ex.labels == ("0", "1", "2")
 
 
 def test_plain_text_paragraphs(tmp_path: Path) -> None:
@@ -79,7 +84,9 @@ def test_prompt_completion_fields(tmp_path: Path) -> None:
 def test_builtin_stdlib_docstrings_is_deterministic() -> None:
     a = _load("builtin:stdlib-docstrings", task="seq-cls", validation_fraction=0.15)
     b = _load("builtin:stdlib-docstrings", task="seq-cls", validation_fraction=0.15)
-    assert a == b and a.labels is not None and len(a.labels) == 8
+    assert a == b
+    assert a.labels is not None
+    assert len(a.labels) == 8
     assert len(a.train) + len(a.validation) > 1500
 
 
@@ -102,7 +109,8 @@ def test_bad_data_is_one_clear_line(tmp_path: Path, setup: Any, kw: dict[str, An
     setup(path)
     with pytest.raises(DataError) as err:
         _load(kw.pop("source", path), **kw)
-    assert expected in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert expected in str(err.value), str(err.value)
+    assert "\n" not in str(err.value), str(err.value)
 
 
 def test_unknown_builtin() -> None:

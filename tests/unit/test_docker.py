@@ -137,7 +137,8 @@ def test_no_literal_password_anywhere_in_compose(services: dict[str, Any]) -> No
 
 def test_worker_reserves_a_gpu(worker: dict[str, Any]) -> None:
     devices = worker.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices")
-    assert isinstance(devices, list) and devices, f"worker deploy.resources.reservations.devices is {devices!r}"
+    assert isinstance(devices, list), f"worker deploy.resources.reservations.devices is {devices!r}"
+    assert devices, f"worker deploy.resources.reservations.devices is {devices!r}"
     gpu = [d for d in devices if "gpu" in (d.get("capabilities") or [])]
     assert gpu, f"no device reservation with capabilities [gpu]: {devices!r}"
     for d in gpu:
@@ -160,7 +161,8 @@ def test_worker_waits_for_healthy_postgres(worker: dict[str, Any]) -> None:
 
 def test_postgres_has_a_healthcheck(postgres: dict[str, Any]) -> None:
     check = postgres.get("healthcheck")
-    assert isinstance(check, dict) and check.get("test"), f"postgres healthcheck is {check!r}"
+    assert isinstance(check, dict), f"postgres healthcheck is {check!r}"
+    assert check.get("test"), f"postgres healthcheck is {check!r}"
     test = check["test"]
     text = " ".join(test) if isinstance(test, list) else str(test)
     assert "pg_isready" in text, f"postgres healthcheck test is {test!r}, expected pg_isready"

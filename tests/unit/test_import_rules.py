@@ -1,4 +1,4 @@
-"""DESIGN.md's import rules, checked on the source: the worker never imports optuna or storage;
+"""The import rules of docs/architecture.md, checked on the source: the worker never imports optuna or storage;
 the CLI and storage never import torch, transformers or peft at module level."""
 
 from __future__ import annotations

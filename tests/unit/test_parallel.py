@@ -29,7 +29,9 @@ def test_worker_gets_the_url_by_environment_only() -> None:
     url = "postgresql://u:secret@h/db"
     env = _env(url, _Worker(0, "1", None))
     argv = _argv("study", 10, None)
-    assert env["AUTOTUNE_STORAGE"] == url and env["CUDA_VISIBLE_DEVICES"] == "1"
-    assert not any("secret" in a for a in argv) and "--storage" not in argv
+    assert env["AUTOTUNE_STORAGE"] == url
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert not any("secret" in a for a in argv)
+    assert "--storage" not in argv
     cpu_env = _env(url, _Worker(1, None, 3))
     assert cpu_env["AUTOTUNE_THREADS"] == cpu_env["OMP_NUM_THREADS"] == "3"

@@ -34,7 +34,8 @@ def test_ranges_and_extras() -> None:
     assert d["learning_rate"] == CategoricalDistribution([1e-4, 3e-4])
     assert d["lora_alpha_ratio"] == CategoricalDistribution([1.0, 2.0, 4.0])
     assert d["lora_dropout"] == FloatDistribution(0.0, 0.2)
-    assert isinstance(d["rank"].low, int) and isinstance(d["batch_size"].step, int)  # ints, not floats
+    assert isinstance(d["rank"].low, int)
+    assert isinstance(d["batch_size"].step, int)  # ints, not floats
 
 
 def test_grid_uses_declared_choices() -> None:

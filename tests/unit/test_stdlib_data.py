@@ -74,7 +74,8 @@ def test_statement_walk_matches_ast_walk_in_order(tmp_path: Path) -> None:
     got = stdlib_data._docstrings(str(path))
     assert got == _reference(ast.parse(SOURCE))
     assert len(got) == 10  # every def above except `short`, breadth first
-    assert got[0].startswith("Top-level") and got[-1].startswith("Function under for and with")
+    assert got[0].startswith("Top-level")
+    assert got[-1].startswith("Function under for and with")
 
 
 def test_statement_walk_matches_ast_walk_on_real_stdlib_files() -> None:
@@ -90,4 +91,5 @@ def test_build_restores_the_collector() -> None:
     stdlib_data._build.cache_clear()
     assert gc.isenabled()
     rows = stdlib_data._build()
-    assert gc.isenabled() and len(rows) > 1500
+    assert gc.isenabled()
+    assert len(rows) > 1500

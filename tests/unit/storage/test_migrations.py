@@ -28,11 +28,13 @@ def test_upgrade_beside_optuna_tables_and_back(any_db_url: str) -> None:
     optuna.create_study(study_name="o", storage=optuna_url(any_db_url))  # Optuna first: its tables + alembic_version
     store = Store.open(any_db_url, create=True)
     names = set(inspect(store.engine).get_table_names())
-    assert {"studies", "trials", "alembic_version"} <= names and names >= OUR_TABLES
+    assert {"studies", "trials", "alembic_version"} <= names
+    assert names >= OUR_TABLES
     with store.engine.connect() as conn:
         optuna_rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
         ours = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar_one()
-    assert ours == head_revision() and optuna_rev != ours
+    assert ours == head_revision()
+    assert optuna_rev != ours
     # Optuna still reads its study after our migration ran.
     assert optuna.load_study(study_name="o", storage=optuna_url(any_db_url)).study_name == "o"
     downgrade(store.engine, "base")

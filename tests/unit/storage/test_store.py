@@ -32,15 +32,20 @@ def test_round_trip(any_db_url: str) -> None:
     store = Store.open(any_db_url, create=True)
     store.save_study("s", "name: s\n", ["a", "b"])
     row = store.require_study("s")
-    assert row.spec_yaml == "name: s\n" and row.labels == ["a", "b"]
+    assert row.spec_yaml == "name: s\n"
+    assert row.labels == ["a", "b"]
     for n, sc in enumerate([3.0, 2.0, 2.5]):
         store.trial_started("s", n, {"rank": 8, "batch_size": 16, "learning_rate": 1e-3}, "host:1")
         assert store.trial_finished("s", n, _result(sc))
     best = store.best("s")
-    assert best is not None and best["trial_number"] == 1 and best["score"] == 2.0
+    assert best is not None
+    assert best["trial_number"] == 1
+    assert best["score"] == 2.0
     rows = store.trials("s")
     assert [r["state"] for r in rows] == ["complete"] * 3
-    assert rows[0]["rank"] == 8 and rows[0]["peak_memory_mb"] == 12.5 and rows[0]["versions"] == {"torch": "x"}
+    assert rows[0]["rank"] == 8
+    assert rows[0]["peak_memory_mb"] == 12.5
+    assert rows[0]["versions"] == {"torch": "x"}
     curve = store.curve("s", 1)
     assert [(p["eval_index"], p["examples_seen"]) for p in curve] == [(1, 64), (2, 128)]
     assert store.count_finished("s") == 3
@@ -78,7 +83,9 @@ def test_nan_and_inf_are_stored_as_null(any_db_url: str) -> None:
     r.train_loss = float("inf")
     store.trial_finished("s", 0, r)
     row = store.trials("s")[0]
-    assert row["score"] is None and row["train_loss"] is None and row["state"] == "diverged"
+    assert row["score"] is None
+    assert row["train_loss"] is None
+    assert row["state"] == "diverged"
 
 
 def test_unknown_study_and_missing_database(any_db_url: str, tmp_path) -> None:

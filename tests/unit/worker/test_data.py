@@ -35,7 +35,8 @@ def test_completion_only_loss_mask() -> None:
         tok.convert_tokens_to_ids("four"),
         eos,
     ]
-    assert split.input_ids[0].tolist() == ids0 and split.lengths.tolist() == [8, 7]
+    assert split.input_ids[0].tolist() == ids0
+    assert split.lengths.tolist() == [8, 7]
     # Loss only on the completion (and EOS): BOS + 5 prompt tokens are ignored.
     assert split.labels[0].tolist() == [-100] * 6 + ids0[6:]
     assert split.labels[1, :7].tolist() == [-100] * 3 + split.input_ids[1, 3:7].tolist()
@@ -79,14 +80,16 @@ def test_string_labels_map_to_ids_and_batches_pad_dynamically() -> None:
     short = wdata.make_batch(data.train, np.array([0]), torch.device("cpu"))
     both = wdata.make_batch(data.train, np.array([0, 1]), torch.device("cpu"))
     assert short.input_ids.shape == (1, 3)  # [CLS] short [SEP]: no padding to max_length
-    assert both.input_ids.shape == (2, 7) and both.attention_mask.sum().item() == 3 + 7
+    assert both.input_ids.shape == (2, 7)
+    assert both.attention_mask.sum().item() == 3 + 7
     assert both.n_tokens == 10
 
 
 def test_train_order_covers_the_budget() -> None:
     lengths = np.arange(100) % 7 + 1
     order = wdata.train_order(100, 16, 13, seed=0, lengths=lengths, group_by_length=True)
-    assert len(order) == 13 and all(len(b) == 16 for b in order)
+    assert len(order) == 13
+    assert all(len(b) == 16 for b in order)
     flat = np.concatenate(order)
     assert len(set(flat[:100].tolist())) > 50  # drawn from across the data, not one slice
     assert [b.tolist() for b in order] == [

@@ -29,8 +29,10 @@ def test_peak_follows_batch_size_after_earlier_trials(tmp_path: Path) -> None:
         r = run_trial(
             trial_config(spec, {"rank": 8, "batch_size": bs, "learning_rate": 1e-3}, str(tmp_path)), lambda k, s: False
         )
-        assert r.state == TrialState.COMPLETE and r.peak_memory_mb is not None, r.error
+        assert r.state == TrialState.COMPLETE, r.error
+        assert r.peak_memory_mb is not None, r.error
         peaks.append(r.peak_memory_mb)
     _, big, small, again = peaks
-    assert big > 1.5 * small and again > 1.5 * small, peaks  # activations scale with the batch
+    assert big > 1.5 * small, peaks
+    assert again > 1.5 * small, peaks  # activations scale with the batch
     assert again > 0.6 * big, peaks  # the last trial is not hidden inside the heap `big` freed

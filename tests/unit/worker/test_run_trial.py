@@ -34,11 +34,20 @@ def test_result_fields_and_curve(tmp_path: Path) -> None:
     r = run_trial(trial_config(spec, PARAMS, cache_dir=str(tmp_path)), lambda k, s: False)
     assert r.state == TrialState.COMPLETE, r.error
     assert r.score == pytest.approx(r.val_loss + 0.1 * r.train_loss)  # type: ignore[operator]
-    assert [p.step for p in r.curve] == [1, 2] and r.examples_seen == 128 and r.optimizer_steps == 8
-    assert r.train_time_s > 0 and r.eval_time_s > 0 and r.wall_time_s >= r.train_time_s + r.eval_time_s
-    assert r.samples_per_s and r.tokens_per_s and r.tokens_per_s > r.samples_per_s
-    assert r.memory_kind == "cpu_rss_above_baseline" and r.peak_memory_mb is not None
-    assert r.precision == "fp32" and r.device and r.device.startswith("cpu")
+    assert [p.step for p in r.curve] == [1, 2]
+    assert r.examples_seen == 128
+    assert r.optimizer_steps == 8
+    assert r.train_time_s > 0
+    assert r.eval_time_s > 0
+    assert r.wall_time_s >= r.train_time_s + r.eval_time_s
+    assert r.samples_per_s
+    assert r.tokens_per_s
+    assert r.tokens_per_s > r.samples_per_s
+    assert r.memory_kind == "cpu_rss_above_baseline"
+    assert r.peak_memory_mb is not None
+    assert r.precision == "fp32"
+    assert r.device
+    assert r.device.startswith("cpu")
 
 
 @pytest.mark.parametrize("task", ["causal-lm", "seq-cls"])
@@ -68,7 +77,8 @@ def test_classifier_reports_accuracy(tmp_path: Path) -> None:
     spec = parse_spec(tiny_spec(task="seq-cls", data={"source": "builtin:smoke-cls"}))
     r = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False)
     assert r.state == TrialState.COMPLETE, r.error
-    assert r.accuracy is not None and 0.0 <= r.accuracy <= 1.0
+    assert r.accuracy is not None
+    assert 0.0 <= r.accuracy <= 1.0
 
 
 def test_pruning_and_interrupt_are_states(tmp_path: Path) -> None:
@@ -76,7 +86,8 @@ def test_pruning_and_interrupt_are_states(tmp_path: Path) -> None:
 
     spec = parse_spec(tiny_spec())
     pruned = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: True)
-    assert pruned.state == TrialState.PRUNED and len(pruned.curve) == 1
+    assert pruned.state == TrialState.PRUNED
+    assert len(pruned.curve) == 1
     stop = threading.Event()
     stop.set()
     stopped = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False, stop)
@@ -90,3 +101,31 @@ def test_precision_picks_by_hardware() -> None:
     if torch.cuda.is_available():
         want = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         assert pick_precision("auto", torch.device("cuda")).name == want
+
+
+def test_a_failed_adapter_removal_drops_the_cached_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """If peft cannot take its layers out, the next trial must not train on a base that still
+    holds them: the cached base model is dropped and loaded again."""
+    import autotune.worker.run_trial as rt
+
+    spec = parse_spec(tiny_spec())
+    real_remove = rt._remove_adapters
+
+    def fail(model: torch.nn.Module) -> None:
+        raise RuntimeError("unload failed")
+
+    monkeypatch.setattr(rt, "_remove_adapters", fail)
+    first = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False)
+    assert first.state == TrialState.COMPLETE
+    assert first.error is not None
+    assert "adapters not removed" in first.error
+    assert rt._MODELS.model is None
+
+    monkeypatch.setattr(rt, "_remove_adapters", real_remove)
+    second = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False)
+    assert second.state == TrialState.COMPLETE, second.error
+    assert second.error is None
+    assert rt._MODELS.model is not None
+    assert not [n for n, _ in rt._MODELS.model.named_modules() if "lora" in n.lower()]
+    # The reloaded base gives the same result as the first trial on a clean base.
+    assert second.score == pytest.approx(first.score, rel=1e-5)
