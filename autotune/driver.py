@@ -9,76 +9,33 @@ data: every trial ends as a stored state, and the study goes on. See docs/archit
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
-import os
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from sqlalchemy import event
 
-from autotune import optuna_private, recovery
-from autotune.datasets import Examples
+from autotune import optuna_private, recovery, study_setup
 from autotune.inputs import check_inputs
 from autotune.progress import Progress
-from autotune.samplers import make_pruner, make_sampler
-from autotune.search_space import distributions, grid_size
+from autotune.search_space import distributions
 from autotune.session import RunSummary, TwoStageStop
-from autotune.spec import SpecError, StudySpec, parse_spec_yaml
-from autotune.storage import StorageError, Store
-from autotune.storage.engine import engine_kwargs, sqlite_pragmas
-from autotune.storage.url import url_string
+from autotune.spec import StudySpec
+from autotune.storage import Store, claims
 from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
 
-HEARTBEAT_INTERVAL_S = int(os.environ.get("AUTOTUNE_HEARTBEAT_S", "10"))
-GRACE_PERIOD_S = int(os.environ.get("AUTOTUNE_GRACE_S", "60"))
 WAIT_POLL_S = 0.25  # a worker with nothing to ask for polls for re-queued work this often
-_WAITING = optuna.trial.TrialState.WAITING
+# A sampler that keeps proposing configurations already run (a small space nearly covered) is
+# stopped after this many duplicates in a row rather than asked forever.
+MAX_DUPLICATES_IN_A_ROW = 50
 
 
 class _TrialFailed(Exception):
     """Ends an objective call as an Optuna FAIL (caught by optimize)."""
-
-
-def _labels(examples: Examples) -> list[str] | None:
-    return list(examples.labels) if examples.labels else None
-
-
-def _spec_core(text: str) -> dict[str, Any]:
-    data = parse_spec_yaml(text).model_dump(mode="json")
-    data.pop("n_trials", None)
-    return data
-
-
-def open_study(spec: StudySpec, store: Store, study_name: str) -> optuna.Study:
-    """Create or load the Optuna study in the same database, with heartbeats so a dead
-    worker's trial is failed and re-queued by the living."""
-    with store.init_lock():
-        storage = optuna.storages.RDBStorage(
-            url_string(store.url),
-            engine_kwargs=engine_kwargs(store.url),
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=GRACE_PERIOD_S,
-            heartbeat_stale_trial_callback=recovery.on_stale_heartbeat(store, study_name),
-        )
-        if store.url.get_backend_name() == "sqlite":
-            # Optuna's own engine gets the same WAL/busy-timeout/synchronous pragmas as ours; the
-            # pool is emptied so every later connection is made with them. On this machine that
-            # took Optuna alone from 104 to 69 ms per trial (bench/scaling.py notes).
-            event.listen(storage.engine, "connect", sqlite_pragmas)
-            storage.engine.dispose()
-        return optuna.create_study(
-            study_name=study_name,
-            storage=storage,
-            sampler=make_sampler(spec),
-            pruner=make_pruner(spec),
-            direction="minimize",
-            load_if_exists=True,
-        )
 
 
 def run_study(
@@ -100,45 +57,13 @@ def run_study(
     ``trial_fn`` replaces the worker (benchmarks of the driver alone); by default it is
     ``autotune.worker.run_trial.run_trial``, imported when the first trial starts."""
     name = study_name or spec.name
-    labels = _labels(check_inputs(spec))
+    labels = study_setup.labels_of(check_inputs(spec))
     store = Store.open(raw_url, create=True)
     try:
-        _save_spec(store, spec, name, labels)
+        study_setup.save_spec(store, spec, name, labels)
         return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
-
-
-def _save_spec(store: Store, spec: StudySpec, name: str, labels: list[str] | None) -> None:
-    existing = store.get_study(name)
-    if existing is None:
-        store.save_study(name, spec.to_yaml(), labels)
-    elif _spec_core(existing.spec_yaml) != _spec_core(spec.to_yaml()):
-        raise SpecError(
-            f"study '{name}' already exists with a different spec: use --study-name for a new "
-            f"study, or `autotune resume {name}` to continue it"
-        )
-
-
-def _total(spec: StudySpec, n_trials: int) -> int:
-    # The grid sampler stops the study once the grid is done.
-    return min(n_trials, grid_size(spec)) if spec.sampler.name == "grid" else n_trials
-
-
-def prepare_study(spec: StudySpec, raw_url: str, name: str, n_trials: int, *, resume: bool = False) -> int:
-    """Check the inputs, create tables and the study once, reap dead local workers; return the
-    total to reach. Used before starting several workers, so they never race on set-up."""
-    _quiet()
-    labels = _labels(check_inputs(spec))
-    store = Store.open(raw_url, create=True)
-    try:
-        if not resume:
-            _save_spec(store, spec, name, labels)
-        study = open_study(spec, store, name)
-        recovery.reap_dead_local_workers(study, store, name)
-    finally:
-        store.close()
-    return _total(spec, n_trials)
 
 
 def resume_study(
@@ -153,35 +78,13 @@ def resume_study(
     """Continue a stored study without its spec file: the spec comes from the database. Takes
     and returns what ``run_study`` does; raises StorageError (one line) when the database or the
     study does not exist, and creates nothing then."""
-    store = open_existing_study(raw_url, study_name)
+    store = study_setup.open_existing_study(raw_url, study_name)
     try:
-        spec = load_stored_spec(store, study_name)
+        spec = study_setup.load_stored_spec(store, study_name)
         check_inputs(spec)
         return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
-
-
-def open_existing_study(raw_url: str, study_name: str) -> Store:
-    """The store of an existing database that holds ``study_name``, its tables migrated to this
-    version. An unknown database or study is a StorageError, and nothing is created."""
-    store = Store.open_existing(raw_url, study_name)
-    try:
-        store.upgrade()
-    except BaseException:
-        store.close()
-        raise
-    return store
-
-
-def _quiet() -> None:
-    # Optuna logs every failed trial as a warning with a traceback; ours are expected states
-    # (crash, interruption, a late result after a pause) and are reported by our progress lines.
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    # Heartbeats are "experimental" in Optuna since 2.9; we rely on them on purpose.
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    # peft calls a transformers API deprecated in transformers 5; nothing for a user to act on.
-    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
 def _default_trial_fn() -> TrialFn:
@@ -215,12 +118,42 @@ class _Loop:
     trial_fn: TrialFn
     stop: TwoStageStop
     cache_dir: str | None
+    seed: int
+    total: int
+    duplicates_in_a_row: int = 0
+    _lock: contextlib.ExitStack | None = None
+
+    def reserve(self) -> bool | None:
+        """Take the study lock if a trial slot is free: True (ask now; ``objective`` releases the
+        lock once its row is in). False: the study is done. None: others hold the rest; wait."""
+        lock = contextlib.ExitStack()
+        lock.enter_context(claims.study_lock(self.store, self.name))
+        finished, running = claims.slots_taken(self.store, self.name)
+        if finished + running < self.total:
+            self._lock = lock
+            return True
+        lock.close()
+        if finished >= self.total:
+            return False
+        recovery.reap_dead_local_workers(self.study, self.store, self.name)  # a dead one's trial comes back
+        return None
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def objective(self, trial: optuna.Trial) -> float:
         params = {pname: _suggest(trial, pname, d) for pname, d in distributions(self.spec).items()}
-        self.store.trial_started(
-            self.name, trial.number, params, recovery.worker_id(), retry_of=trial.user_attrs.get(recovery.RETRY_ATTR)
+        retry_of = trial.user_attrs.get(recovery.RETRY_ATTR)
+        twin = claims.claim_trial(
+            self.store, self.name, trial.number, params, recovery.worker_id(), retry_of=retry_of, sampler_seed=self.seed
         )
+        self.release()
+        if twin is not None:
+            self.duplicates_in_a_row += 1
+            return _duplicate(self, trial, twin)
+        self.duplicates_in_a_row = 0
         self.progress.trial_started(trial.number, params)
 
         def report(step: int, value: float) -> bool:
@@ -231,27 +164,8 @@ class _Loop:
             self.progress.evaluated(step, value)
             return trial.should_prune()
 
-        twin = self.store.infeasible_twin(self.name, params)
-        if twin is not None:
-            # OOM and divergence are properties of the point: never spend a trial on it again.
-            why = f"not run: trial {twin['trial_number']} with the same params ended {twin['state']}"
-            result = TrialResult(state=TrialState(twin["state"]), error=why)
-        else:
-            result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
+        result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
         return _conclude(self, trial, params, result)
-
-    def has_work(self, total: int) -> bool | None:
-        """True: ask for a trial. False: the study is done. None: others hold the rest; wait."""
-        done = self.store.count_finished(self.name)
-        if done >= total:
-            return False
-        running = self.store.running(self.name)
-        if done + len(running) >= total and not self.study.get_trials(deepcopy=False, states=(_WAITING,)):
-            recovery.reap_dead_local_workers(self.study, self.store, self.name)  # a dead one's trial comes back
-            return None
-        if running:
-            recovery.reap_dead_local_workers(self.study, self.store, self.name, running)
-        return True
 
 
 def _run(
@@ -263,22 +177,28 @@ def _run(
     cache_dir: str | None,
     trial_fn: TrialFn | None,
 ) -> RunSummary:
-    _quiet()
-    total = _total(spec, total)
-    study = open_study(spec, store, name)
+    study_setup.quiet()
+    total = study_setup.total_for(spec, total)
+    me = recovery.worker_id()
+    _slot, seed = claims.claim_worker_slot(store, name, me, lambda k: claims.seed_for_slot(spec.seed, k))
+    study = study_setup.open_study(spec, store, name, seed)
     recovery.reap_dead_local_workers(study, store, name)
     best = lambda: store.best(name)  # noqa: E731
     progress = Progress(total, store.count_finished(name), enabled=show_progress, n_evals=spec.budget.evals, best=best)
     # Import the worker (torch, transformers, peft: seconds) before the first trial is asked for:
     # the imports are process start-up, not part of a trial's time, and a Ctrl-C during them
     # leaves no trial behind.
-    loop = _Loop(spec, store, name, study, progress, trial_fn or _default_trial_fn(), TwoStageStop(), cache_dir)
+    run = trial_fn or _default_trial_fn()
+    loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total)
     ran = 0
     with loop.stop.installed():
-        while not loop.stop.event.is_set() and (work := loop.has_work(total)) is not False:
+        while not loop.stop.event.is_set() and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW:
+            work = loop.reserve()
             if work is None:
                 time.sleep(WAIT_POLL_S)
                 continue
+            if not work:
+                break
             try:
                 study.optimize(loop.objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
             except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
@@ -286,12 +206,29 @@ def _run(
                 # re-queued meanwhile: Optuna refuses the late tell.
                 if not optuna_private.is_late_tell(err):
                     raise
+            finally:
+                loop.release()  # if the ask itself failed, the lock is still ours
             ran += 1
     progress.close()
     row = store.best(name)
     return RunSummary(
         name, store.count_finished(name), total, ran, loop.stop.event.is_set(), row["score"] if row else None
     )
+
+
+def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:
+    """A proposal identical to trial ``twin``: stored as its duplicate (not trained, not counted)
+    and told to Optuna as that trial's outcome, so the sampler learns the point is known."""
+    loop.progress.trial_finished(trial.number, TrialState.DUPLICATE, twin["score"])
+    state = TrialState(twin["state"])
+    if state == TrialState.COMPLETE and twin["score"] is not None:
+        return float(twin["score"])
+    if state == TrialState.PRUNED:
+        raise optuna.TrialPruned(f"duplicate of pruned trial {twin['trial_number']}")
+    if state in (TrialState.OOM, TrialState.DIVERGED, TrialState.TIMEOUT) and loop.spec.sampler.name != "cmaes":
+        trial.set_constraint("failed", 1.0)
+        return math.inf
+    raise _TrialFailed(f"duplicate of trial {twin['trial_number']} ({state.value})")
 
 
 def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: TrialResult) -> float:
@@ -323,12 +260,3 @@ def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: 
         raise _TrialFailed(result.error or state.value)
     trial.set_constraint("failed", 1.0)
     return math.inf
-
-
-def load_stored_spec(store: Store, name: str) -> StudySpec:
-    """The spec stored with study ``name``; StorageError if the study or its spec is unusable."""
-    row = store.require_study(name)
-    try:
-        return parse_spec_yaml(row.spec_yaml, f"stored spec of {name}")
-    except SpecError as err:
-        raise StorageError(str(err)) from None

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autotune import driver
+from autotune import study_setup
 from autotune.progress import finished_line, make_bar
 from autotune.session import EXIT_USER_ERROR, RunSummary, TwoStageStop
 from autotune.spec import SpecError, StudySpec
@@ -89,7 +89,7 @@ def run_parallel(
 ) -> RunSummary:
     """Create (or continue) the study, then run it with ``workers`` processes (see ``supervise``)."""
     name = study_name or spec.name
-    total = driver.prepare_study(spec, url, name, n_trials or spec.n_trials)
+    total = study_setup.prepare_study(spec, url, name, n_trials or spec.n_trials)
     return supervise(url, name, total, plan_devices(devices, workers), show_progress, cache_dir)
 
 
@@ -104,12 +104,12 @@ def resume_parallel(
     cache_dir: str | None,
 ) -> RunSummary:
     """Continue a stored study with ``workers`` processes; an unknown study creates nothing."""
-    store = driver.open_existing_study(url, study)
+    store = study_setup.open_existing_study(url, study)
     try:
-        spec = driver.load_stored_spec(store, study)
+        spec = study_setup.load_stored_spec(store, study)
     finally:
         store.close()
-    total = driver.prepare_study(spec, url, study, n_trials or spec.n_trials, resume=True)
+    total = study_setup.prepare_study(spec, url, study, n_trials or spec.n_trials, resume=True)
     return supervise(url, study, total, plan_devices(devices, workers), show_progress, cache_dir)
 
 

@@ -1,4 +1,8 @@
-"""Samplers and pruners by name: closed registries of small factories."""
+"""Samplers and pruners by name: closed registries of small factories.
+
+A sampler factory takes the spec and the seed of this worker's stream (``claims.seed_for_slot``:
+the study's seed for the first worker, a derived one for each other worker), so parallel workers
+never draw the same sequence."""
 
 from __future__ import annotations
 
@@ -11,40 +15,51 @@ from autotune.search_space import grid
 from autotune.spec import StudySpec
 
 
-def _tpe(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    kw: dict[str, Any] = (
-        {} if spec.sampler.n_startup_trials is None else {"n_startup_trials": spec.sampler.n_startup_trials}
-    )
+def _startup(spec: StudySpec) -> dict[str, Any]:
+    n = spec.sampler.n_startup_trials
+    return {} if n is None else {"n_startup_trials": n}
+
+
+def _tpe(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     # multivariate: rank, batch size and learning rate interact (the best lr moves with batch size).
-    return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, **kw)
+    # constant_liar: a running trial counts as a bad result, so parallel workers do not pile onto
+    # the region another worker is already training (Optuna's TPESampler docs; a no-op for one
+    # worker, whose only running trial is the one being sampled).
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, **_startup(spec))
 
 
-def _gp(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    kw: dict[str, Any] = (
-        {} if spec.sampler.n_startup_trials is None else {"n_startup_trials": spec.sampler.n_startup_trials}
-    )
-    return optuna.samplers.GPSampler(seed=spec.seed, **kw)
+def _gp(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+    # Optuna 5's GPSampler conditions on running trials by itself (its acquisition takes their
+    # params), so parallel workers spread out without more from us.
+    return optuna.samplers.GPSampler(seed=seed, **_startup(spec))
 
 
-def _cmaes(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    kw: dict[str, Any] = (
-        {} if spec.sampler.n_startup_trials is None else {"n_startup_trials": spec.sampler.n_startup_trials}
-    )
+def _cmaes(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     # CMA-ES handles numeric ranges; categorical choices fall back to this independent sampler.
     return optuna.samplers.CmaEsSampler(
-        seed=spec.seed,
-        independent_sampler=optuna.samplers.RandomSampler(spec.seed),
+        seed=seed,
+        independent_sampler=optuna.samplers.RandomSampler(seed),
         warn_independent_sampling=False,
-        **kw,
+        **_startup(spec),
     )
 
 
-SAMPLERS: dict[str, Callable[[StudySpec], optuna.samplers.BaseSampler]] = {
+def _qmc(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+    # Every worker walks the same scrambled sequence (the study's seed): QMCSampler takes the next
+    # index from a counter in the study, which the driver's study lock makes atomic, so workers
+    # draw consecutive points of one low-discrepancy sequence. Only the independent sampler (for
+    # parameters outside the sequence) uses this worker's own stream.
+    return optuna.samplers.QMCSampler(
+        seed=spec.seed, independent_sampler=optuna.samplers.RandomSampler(seed), warn_independent_sampling=False
+    )
+
+
+SAMPLERS: dict[str, Callable[[StudySpec, int], optuna.samplers.BaseSampler]] = {
     "tpe": _tpe,
-    "random": lambda spec: optuna.samplers.RandomSampler(seed=spec.seed),
-    "grid": lambda spec: optuna.samplers.GridSampler(grid(spec), seed=spec.seed),
+    "random": lambda spec, seed: optuna.samplers.RandomSampler(seed=seed),
+    "grid": lambda spec, seed: optuna.samplers.GridSampler(grid(spec), seed=seed),
     "gp": _gp,
-    "qmc": lambda spec: optuna.samplers.QMCSampler(seed=spec.seed, warn_independent_sampling=False),
+    "qmc": _qmc,
     "cmaes": _cmaes,
 }
 
@@ -62,8 +77,9 @@ PRUNERS: dict[str, Callable[[StudySpec], optuna.pruners.BasePruner]] = {
 }
 
 
-def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    return SAMPLERS[spec.sampler.name](spec)
+def make_sampler(spec: StudySpec, seed: int | None = None) -> optuna.samplers.BaseSampler:
+    """The spec's sampler, drawing from ``seed`` (default: the study's seed)."""
+    return SAMPLERS[spec.sampler.name](spec, spec.seed if seed is None else seed)
 
 
 def make_pruner(spec: StudySpec) -> optuna.pruners.BasePruner:

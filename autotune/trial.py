@@ -25,10 +25,12 @@ class TrialState(enum.StrEnum):
     CRASHED = "crashed"
     INTERRUPTED = "interrupted"
     TIMEOUT = "timeout"
+    DUPLICATE = "duplicate"  # the same params as a trial already run or running: not trained again
 
 
 # States a finished trial counts with toward the study's total. INTERRUPTED never counts: it is
-# re-queued and run again. CRASHED counts once its retries are spent (see the driver).
+# re-queued and run again. CRASHED counts once its retries are spent (see recovery.py). DUPLICATE
+# never counts: it shares the result of the trial it repeats.
 FINISHED_STATES = frozenset(
     {TrialState.COMPLETE, TrialState.PRUNED, TrialState.OOM, TrialState.DIVERGED, TrialState.TIMEOUT}
 )

@@ -7,6 +7,9 @@ RDBStorage, heartbeats, our tables, the counting and reaping logic. Measured:
 - speedup_2_workers: wall time of N trials with one worker over wall time with two processes
   sharing the study (SQLite), both timed from a common start signal after imports.
 - sqlite_ms_per_trial / postgres_ms_per_trial: (one worker's wall time - N * SLEEP_S) / N.
+- distinct_configs_K_workers: distinct configurations among the N trials trained with K = 1, 2, 4
+  workers (duplicates of a running or finished trial are recorded, not trained). Before workers
+  had seed streams of their own, 2 workers gave N/2 + a few: they marched in lockstep.
 
 Writes bench/results/scaling.json and ends with:
     speedup_2_workers=X sqlite_ms_per_trial=Y postgres_ms_per_trial=Z
@@ -76,23 +79,32 @@ def _child(url: str, name: str, n: int, sleep_s: float, ready: Any, go: Any) -> 
     resume_study(url, name, n_trials=n, show_progress=False, trial_fn=_sleep_trial(sleep_s))
 
 
-def one_worker(url: str, n: int, sleep_s: float) -> float:
+def distinct_configs(url: str, name: str) -> int:
+    from autotune.storage import Store
+
+    store = Store.open(url, create=False)
+    rows = [r for r in store.trials(name) if r["state"] not in ("duplicate", "running")]
+    store.close()
+    return len({json.dumps(r["params"], sort_keys=True) for r in rows})
+
+
+def one_worker(url: str, n: int, sleep_s: float) -> tuple[float, int]:
     from autotune.driver import run_study
 
     name = f"scale-{uuid.uuid4().hex[:6]}"
     t0 = time.perf_counter()
     run_study(_spec(name, n), url, show_progress=False, trial_fn=_sleep_trial(sleep_s))
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, distinct_configs(url, name)
 
 
-def two_workers(url: str, n: int, sleep_s: float) -> float:
-    from autotune.driver import prepare_study
+def many_workers(url: str, n: int, sleep_s: float, k: int) -> tuple[float, int]:
+    from autotune.study_setup import prepare_study
 
-    name = f"scale2-{uuid.uuid4().hex[:6]}"
+    name = f"scale{k}-{uuid.uuid4().hex[:6]}"
     prepare_study(_spec(name, n), url, name, n)
     ctx = mp.get_context("spawn")
     go = ctx.Event()
-    readies = [ctx.Event() for _ in range(2)]
+    readies = [ctx.Event() for _ in range(k)]
     procs = [ctx.Process(target=_child, args=(url, name, n, sleep_s, r, go)) for r in readies]
     for p in procs:
         p.start()
@@ -103,7 +115,7 @@ def two_workers(url: str, n: int, sleep_s: float) -> float:
     go.set()
     for p in procs:
         p.join()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, distinct_configs(url, name)
 
 
 def _pg_url() -> str | None:
@@ -136,14 +148,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = f"sqlite:///{tmp}/scaling.db"
         one_worker(sqlite, 3, s)  # warm-up: tables, imports, data check
-        t1 = one_worker(sqlite, n, s)
-        t2 = two_workers(sqlite, n, s)
+        t1, d1 = one_worker(sqlite, n, s)
+        t2, d2 = many_workers(sqlite, n, s, 2)
+        _, d4 = many_workers(sqlite, n, s, 4)
     pg = _pg_url()
     tpg = float("nan")
     if pg is not None:
         try:
             one_worker(pg, 3, s)
-            tpg = one_worker(pg, n, s)
+            tpg, _ = one_worker(pg, n, s)
         finally:
             _drop_pg(pg)
     out = {
@@ -155,13 +168,17 @@ def main() -> None:
         "speedup_2_workers": t1 / t2,
         "sqlite_ms_per_trial": (t1 - n * s) / n * 1000,
         "postgres_ms_per_trial": (tpg - n * s) / n * 1000,
+        "distinct_configs_1_worker": d1,
+        "distinct_configs_2_workers": d2,
+        "distinct_configs_4_workers": d4,
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "scaling.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
     print(
         f"speedup_2_workers={out['speedup_2_workers']:.2f} sqlite_ms_per_trial={out['sqlite_ms_per_trial']:.1f} "
-        f"postgres_ms_per_trial={out['postgres_ms_per_trial']:.1f}"
+        f"postgres_ms_per_trial={out['postgres_ms_per_trial']:.1f} "
+        f"distinct_configs_1_2_4_workers={d1}/{d2}/{d4} of {n}"
     )
 
 

@@ -265,19 +265,6 @@ class Store:
                 update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(requeued=True)
             )
 
-    def infeasible_twin(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """An earlier trial with exactly these params that ran out of memory or diverged."""
-        with self._tx(write=False) as conn:
-            rows = conn.execute(
-                select(trials.c.trial_number, trials.c.state, trials.c.params).where(
-                    trials.c.study_name == name, trials.c.state.in_([TrialState.OOM.value, TrialState.DIVERGED.value])
-                )
-            )
-            for r in rows:
-                if r.params == params:
-                    return dict(r._mapping)
-        return None
-
     def count_finished(self, name: str) -> int:
         """Trials that count toward the study's total: finished states, plus crashes whose
         retries are spent. Interrupted and re-queued trials do not count: their re-run will."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -73,6 +74,8 @@ trials = Table(
     Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
     Column("requeued", Boolean, nullable=False, default=False),  # a retry of this trial was queued
     Column("worker", String(256), nullable=True),  # host:pid, for reaping dead local workers
+    Column("sampler_seed", BigInteger, nullable=True),  # the seed of the sampler that proposed it
+    Column("duplicate_of", Integer, nullable=True),  # state duplicate: the trial whose result it shares
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
     UniqueConstraint("study_name", "trial_number"),
@@ -92,4 +95,18 @@ curves = Table(
     Column("score", Float, nullable=True),
     Column("accuracy", Float, nullable=True),
     UniqueConstraint("study_name", "trial_number", "eval_index"),
+)
+
+# One row per worker that joined a study: its slot (0, 1, 2, ... in order of joining) fixes the
+# seed of its sampler, so no two workers draw the same stream (docs/architecture.md).
+workers = Table(
+    "autotune_workers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_name", String(512), nullable=False),
+    Column("slot", Integer, nullable=False),
+    Column("seed", BigInteger, nullable=False),
+    Column("worker", String(256), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("study_name", "slot"),
 )

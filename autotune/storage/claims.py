@@ -1,0 +1,150 @@
+"""How workers of one study coordinate through the database: worker slots (distinct sampler
+seeds), a study lock around ask-and-claim (never more than n_trials), and the claim of a trial
+that notices an identical configuration already run or running (no training twice).
+
+Plain functions over a ``Store``; torch- and optuna-free like the rest of ``autotune.storage``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from autotune.storage.store import Store
+from autotune.storage.tables import studies, trials, workers
+from autotune.trial import FINISHED_STATES, TrialState
+
+# Rows a new proposal must not repeat: running, finished, or crashed with its retries spent.
+# Interrupted and re-queued rows are superseded by their retry; duplicates point at an original.
+_LIVE = [s.value for s in FINISHED_STATES] + [TrialState.RUNNING.value, TrialState.CRASHED.value]
+_SHARED_RESULT = ("val_loss", "train_loss", "score", "accuracy")
+
+
+def claim_worker_slot(store: Store, name: str, worker: str, seed_for: Callable[[int], int]) -> tuple[int, int]:
+    """Join ``name`` as the next worker: (slot, seed). Slots count 0, 1, 2... in order of joining,
+    across machines and restarts; ``seed_for(slot)`` gives the seed recorded with it."""
+    for _ in range(100):  # a lost race on the unique (study, slot) just takes the next slot
+        with store._tx(write=False) as conn:
+            last = conn.execute(select(func.max(workers.c.slot)).where(workers.c.study_name == name)).scalar()
+        slot = 0 if last is None else int(last) + 1
+        seed = seed_for(slot)
+        row = dict(study_name=name, slot=slot, seed=seed, worker=worker, started_at=dt.datetime.now(dt.UTC))
+        try:
+            with store._tx(write=True) as conn:
+                conn.execute(insert(workers).values(**row))
+        except IntegrityError:
+            continue
+        return slot, seed
+    raise RuntimeError(f"could not claim a worker slot in study {name!r}")
+
+
+@contextlib.contextmanager
+def study_lock(store: Store, name: str) -> Iterator[None]:
+    """Serialise "count the taken slots, ask Optuna, claim the trial" across every worker of a
+    study. PostgreSQL: a row lock on the study's row, held in a transaction of its own.
+    SQLite: an flock beside the database file (every worker of a SQLite study is on this
+    machine); SQLite's own write lock cannot be used, because Optuna writes the asked trial
+    through another connection while it is held."""
+    if store.url.get_backend_name() == "sqlite":
+        db = store.url.database or ""
+        if db in ("", ":memory:"):
+            yield
+            return
+        import fcntl
+
+        with open(f"{db}.autotune-study-lock", "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+        return
+    with store._tx(write=True) as conn:
+        conn.execute(select(studies.c.id).where(studies.c.study_name == name).with_for_update())
+        yield
+
+
+def slots_taken(store: Store, name: str) -> tuple[int, int]:
+    """(finished, running): the trials that count toward the study's total, and those running."""
+    with store._tx(write=False) as conn:
+        running = conn.execute(
+            select(func.count())
+            .select_from(trials)
+            .where(trials.c.study_name == name, trials.c.state == TrialState.RUNNING.value)
+        ).scalar_one()
+    return store.count_finished(name), int(running)
+
+
+def claim_trial(
+    store: Store,
+    name: str,
+    number: int,
+    params: dict[str, Any],
+    worker: str,
+    *,
+    retry_of: int | None,
+    sampler_seed: int | None,
+) -> dict[str, Any] | None:
+    """Insert trial ``number``'s row. If an identical configuration is already running or
+    finished (and this is not a retry of it), the row is stored as ``duplicate`` of that trial,
+    sharing its result, and that trial's row is returned; else the row is ``running`` and None
+    is returned. Call under ``study_lock`` so two workers never claim the same config."""
+    twin = None if retry_of is not None else _twin(store, name, params)
+    values: dict[str, Any] = dict(
+        study_name=name,
+        trial_number=number,
+        params=params,
+        **{k: v for k, v in params.items() if k in ("rank", "batch_size", "learning_rate")},
+        worker=worker,
+        retry_of=retry_of,
+        requeued=False,
+        sampler_seed=sampler_seed,
+        started_at=dt.datetime.now(dt.UTC),
+        state=TrialState.RUNNING.value,
+    )
+    if twin is not None:
+        values.update(
+            state=TrialState.DUPLICATE.value, duplicate_of=twin["trial_number"], finished_at=values["started_at"]
+        )
+        values.update({k: twin[k] for k in _SHARED_RESULT})
+        values["error"] = f"duplicate of trial {twin['trial_number']} ({twin['state']}): not trained again"
+    with store._tx(write=True) as conn:
+        conn.execute(insert(trials).values(**values))
+    return twin
+
+
+def _twin(store: Store, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The earliest live trial with exactly these params."""
+    cols = [trials.c.trial_number, trials.c.state, trials.c.params, *(trials.c[k] for k in _SHARED_RESULT)]
+    query = select(*cols).where(trials.c.study_name == name, trials.c.state.in_(_LIVE), trials.c.requeued.is_(False))
+    for key in ("rank", "batch_size"):  # narrow with the indexed-width columns; params decides
+        if key in params:
+            query = query.where(trials.c[key] == params[key])
+    with store._tx(write=False) as conn:
+        for row in conn.execute(query.order_by(trials.c.trial_number)):
+            if row.params == params:
+                return dict(row._mapping)
+    return None
+
+
+def distinct_configs(store: Store, name: str) -> int:
+    """How many distinct configurations the study has run or is running."""
+    with store._tx(write=False) as conn:
+        rows = conn.execute(
+            select(trials.c.params).where(trials.c.study_name == name, trials.c.state.in_(_LIVE))
+        ).scalars()
+        return len({repr(sorted(p.items())) for p in rows})
+
+
+def seed_for_slot(study_seed: int, slot: int) -> int:
+    """Slot 0 samples with the study's own seed (a one-worker study draws exactly what it always
+    did); slot k > 0 with a seed derived from (study seed, k), in NumPy's 32-bit seed range."""
+    if slot == 0:
+        return study_seed
+    return zlib.crc32(f"autotune-worker:{study_seed}:{slot}".encode())
