@@ -96,26 +96,16 @@ def claim_trial(
     sharing its result, and that trial's row is returned; else the row is ``running`` and None
     is returned. Call under ``study_lock`` so two workers never claim the same config."""
     twin = None if retry_of is not None else _twin(store, name, params)
-    values: dict[str, Any] = dict(
-        study_name=name,
-        trial_number=number,
-        params=params,
-        **{k: v for k, v in params.items() if k in ("rank", "batch_size", "learning_rate")},
-        worker=worker,
-        retry_of=retry_of,
-        requeued=False,
-        sampler_seed=sampler_seed,
-        started_at=dt.datetime.now(dt.UTC),
-        state=TrialState.RUNNING.value,
-    )
+    extra: dict[str, Any] = {"sampler_seed": sampler_seed}
     if twin is not None:
-        values.update(
-            state=TrialState.DUPLICATE.value, duplicate_of=twin["trial_number"], finished_at=values["started_at"]
+        extra.update({k: twin[k] for k in _SHARED_RESULT})
+        extra.update(
+            state=TrialState.DUPLICATE.value,
+            duplicate_of=twin["trial_number"],
+            finished_at=dt.datetime.now(dt.UTC),
+            error=f"duplicate of trial {twin['trial_number']} ({twin['state']}): not trained again",
         )
-        values.update({k: twin[k] for k in _SHARED_RESULT})
-        values["error"] = f"duplicate of trial {twin['trial_number']} ({twin['state']}): not trained again"
-    with store._tx(write=True) as conn:
-        conn.execute(insert(trials).values(**values))
+    store.trial_started(name, number, params, worker, retry_of, **extra)
     return twin
 
 

@@ -166,10 +166,17 @@ class Store:
     # ---------------------------------------------------------------- trials
 
     def trial_started(
-        self, name: str, number: int, params: dict[str, Any], worker: str, retry_of: int | None = None
+        self,
+        name: str,
+        number: int,
+        params: dict[str, Any],
+        worker: str,
+        retry_of: int | None = None,
+        **extra: Any,
     ) -> None:
         """Insert the row of a trial that starts now (state running) with its sampled params.
-        Params that have a column of their own (rank, batch size, learning rate) fill it too."""
+        Params that have a column of their own (rank, batch size, learning rate) fill it too;
+        ``extra`` sets or overrides other columns (``claims.claim_trial``: seed, duplicate)."""
         values = dict(
             state=TrialState.RUNNING.value,
             params=params,
@@ -180,6 +187,7 @@ class Store:
             started_at=_now(),
             finished_at=None,
         )
+        values.update(extra)
         # Optuna numbers trials uniquely, so a plain insert: one statement per trial start.
         with self._tx(write=True) as conn:
             conn.execute(insert(trials).values(study_name=name, trial_number=number, **values))

@@ -11,9 +11,9 @@ from typing import Any
 
 import optuna
 
-from autotune.driver import prepare_study
 from autotune.spec import parse_spec
 from autotune.storage import StorageError, Store
+from autotune.study_setup import prepare_study
 from tests.conftest import REPO, optuna_url, tiny_spec
 
 
