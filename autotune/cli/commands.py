@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from autotune.cli.report import cmd_report
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
 from autotune.spec import SpecError
@@ -58,6 +59,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "best": cmd_best,
         "trials": cmd_trials,
         "export": cmd_export,
+        "report": cmd_report,
         "validate": cmd_validate,
         "db": cmd_db,
     }[args.command]
