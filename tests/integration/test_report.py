@@ -22,7 +22,7 @@ CliFn = Callable[..., tuple[int, str, str]]
 FIGURE_NAMES = ("history", "curves", "importance", "slice", "cost")
 SECTIONS = ("summary", "history", "curves", "importance", "slice", "cost", "trials")
 # Markup that would run if it reached the page unescaped: both set window.__pwned.
-EVIL = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">"
+EVIL = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -38,23 +38,6 @@ def section_order(html: str) -> list[str]:
     return [m for m in re.findall(r'<h2 id="([a-z]+)"', html) if m in SECTIONS]
 
 
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """The smoke study's shape (tiny model, ASHA), run for real through the CLI, and its report."""
-    import yaml
-
-    from autotune.cli.main import main
-
-    tmp = tmp_path_factory.mktemp("smoke")
-    spec = tmp / "smoke.yaml"
-    spec.write_text(yaml.safe_dump(tiny_spec(name="smoke", pruner="asha", budget={"evals": 3}, n_trials=5)))
-    url = f"sqlite:///{tmp / 'smoke.db'}"
-    assert main(["run", str(spec), "--storage", url, "--no-progress"]) == 0
-    out = tmp / "report.html"
-    assert main(["report", "smoke", "--storage", url, "--out", str(out), "--png", str(tmp / "png")]) == 0
-    return url, tmp
-
-
 def test_smoke_report_has_every_section_and_figure(smoke: tuple[str, Path]) -> None:
     url, tmp = smoke
     html = (tmp / "report.html").read_text()
@@ -64,7 +47,7 @@ def test_smoke_report_has_every_section_and_figure(smoke: tuple[str, Path]) -> N
     store.close()
     assert best is not None
     # Every trial is a row of the table; the best trial and its peft config are in the header.
-    assert html.count("<tr><td class=\"n\">") >= len(rows)
+    assert html.count('<tr><td class="n">') >= len(rows)
     snippet = re.search(r'<pre id="peft-snippet">(.*?)</pre>', html, re.S)
     assert snippet is not None
     text = snippet.group(1)
@@ -161,7 +144,7 @@ def test_one_trial_only_failures_and_nothing(
         (["report", "one"], "--out"),
         (["report", "one", "--out", str(tmp_path / "missing" / "x.html")], "does not exist"),
     ):
-        code, out, err = cli(*argv, "--storage", db_url)
+        code, _, err = cli(*argv, "--storage", db_url)
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert not (tmp_path / "e.html").exists()
 
@@ -174,7 +157,7 @@ def test_markup_from_the_database_is_shown_as_text(tmp_path: Path, cli: CliFn) -
     code, _, err = cli("report", name, "--storage", url, "--out", str(out))
     assert code == 0, err
     html = out.read_text()
-    assert "<script" not in html and "<img src=x" not in html and "onerror=\"" not in html
+    assert "<script" not in html and "<img src=x" not in html and 'onerror="' not in html
     escaped = "&lt;script&gt;window.__pwned=1&lt;/script&gt;"
     assert escaped in html.split('<h2 id="summary">')[0]  # the title and heading
     assert html.count(escaped) >= 4  # name, spec summary, spec YAML, error cells
