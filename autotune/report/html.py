@@ -118,6 +118,10 @@ def _range(v: ParamRange) -> str:
     return f"{v.low:g} .. {v.high:g}" + (" (log)" if v.log else "")
 
 
+def _modules(tm: str | list[str]) -> str:
+    return tm if isinstance(tm, str) else ", ".join(tm)
+
+
 def _spec_rows(data: ReportData) -> list[tuple[str, str]]:
     s = data.spec
     if s is None:
@@ -128,6 +132,11 @@ def _spec_rows(data: ReportData) -> list[tuple[str, str]]:
         ("model", s.model.name),
         ("task", s.task),
         ("data", data_src),
+        (
+            "LoRA",
+            f"target modules {_modules(s.lora.target_modules)}, alpha {s.lora.alpha_ratio:g} x rank, "
+            f"dropout {s.lora.dropout:g}",
+        ),
         ("search", search),
         ("budget", f"{s.budget.train_examples} training examples per trial, {s.budget.evals} evaluations"),
         ("sampler", s.sampler.name),
