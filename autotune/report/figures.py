@@ -53,6 +53,11 @@ def _new_figure(ncols: int = 1) -> tuple[Any, Any]:
     return fig, fig.subplots(1, ncols)
 
 
+def _legend_outside(ax: Any, **kw: Any) -> None:
+    """Right of the axes, so that it never hides a point; constrained layout makes room."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", borderaxespad=0.0, **kw)
+
+
 def _png(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)  # no bbox_inches="tight": that would change the size
@@ -71,6 +76,8 @@ def _score_of(t: dict[str, Any], data: ReportData) -> float | None:
 
 
 def history(data: ReportData) -> Figure:
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = _new_figure()
     best_x: list[int] = []
     best_y: list[float] = []
@@ -101,9 +108,10 @@ def history(data: ReportData) -> Figure:
         colour, marker = STATE_STYLE.get(state, ("gray", "."))
         ax.scatter(xs, [0.03] * len(xs), transform=strip, c=colour, marker=marker, s=30, label=f"{state} ({len(xs)})")
     ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("score (lower is better)")
     ax.set_title("Optimization history", loc="left")
-    ax.legend(loc="upper right", fontsize="small")
+    _legend_outside(ax)
     return Figure("history", "Optimization history", _png(fig))
 
 
@@ -146,7 +154,7 @@ def curves(data: ReportData) -> Figure:
     ax.set_xlabel("training examples seen")
     ax.set_ylabel("score")
     ax.set_title("Learning curves", loc="left")
-    ax.legend(loc="upper right", fontsize="small")
+    _legend_outside(ax)
     return Figure("curves", "Learning curves", _png(fig))
 
 
@@ -211,7 +219,7 @@ def lr_slice(data: ReportData) -> Figure:
     ax.set_title(title + " (colour: LoRA rank, marker: batch size)", loc="left")
     handles = [Line2D([], [], ls="", marker="o", color=colour[r], label=f"rank {r}") for r in ranks]
     handles += [Line2D([], [], ls="", marker=marker[b], color="black", label=f"batch {b}") for b in batches]
-    ax.legend(handles=handles, loc="upper right", fontsize="small", ncols=2)
+    _legend_outside(ax, handles=handles)
     return Figure("slice", title, _png(fig))
 
 
@@ -237,7 +245,7 @@ def cost(data: ReportData) -> Figure:
             ax.text(0.5, 0.5, "not measured", transform=ax.transAxes, ha="center")
         ax.set_xlabel(label)
         ax.set_ylabel("score")
-        ax.legend(loc="upper right", fontsize="small")
+        ax.legend(loc="best", fontsize="small")
     fig.suptitle(title, x=0.01, ha="left")
     return Figure("cost", title, _png(fig))
 
