@@ -10,6 +10,7 @@ import os
 import sys
 from typing import Any
 
+from autotune.cli.report import cmd_report
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
 from autotune.session import RunSummary, exit_code, summary_line
@@ -60,6 +61,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "best": cmd_best,
         "trials": cmd_trials,
         "export": cmd_export,
+        "report": cmd_report,
         "validate": cmd_validate,
         "db": cmd_db,
     }[args.command]

@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     _storage_arg(p)
     p.add_argument("--csv", required=True, metavar="PATH", help="output CSV path ('-' for stdout)")
 
+    from autotune.cli.report import add_parser as add_report_parser
+
+    add_report_parser(sub, _storage_arg)
+
     p = sub.add_parser("validate", help="check a spec (and its data) without running anything")
     p.add_argument("spec", nargs="+", help="study spec(s) (YAML)")
     p.add_argument("--no-data", action="store_true", help="check the spec only, not the data it names")

@@ -1,0 +1,62 @@
+"""The report's pure parts: the Pareto front, the peft snippet, the per-state time summary."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from autotune.report.data import ReportData, pareto_front
+from autotune.report.snippet import peft_snippet
+from autotune.spec import parse_spec
+from autotune.storage import StudyRow
+
+
+def test_pareto_front_keeps_only_points_nothing_beats() -> None:
+    pts = [(3.0, 1.0, 0), (1.0, 2.0, 1), (2.0, 1.5, 2), (2.5, 1.8, 3), (1.0, 2.5, 4), (4.0, 1.0, 5)]
+    # (2.5, 1.8) is beaten by (2.0, 1.5); (1.0, 2.5) by (1.0, 2.0); (4.0, 1.0) costs more for the same score.
+    assert pareto_front(pts) == [(1.0, 2.0, 1), (2.0, 1.5, 2), (3.0, 1.0, 0)]
+    assert pareto_front([]) == []
+
+
+def _spec(**over: Any) -> Any:
+    base: dict[str, Any] = {"name": "s", "model": {"name": "tiny"}, "data": {"source": "builtin:smoke"}}
+    return parse_spec({**base, **over})
+
+
+@pytest.mark.parametrize(
+    ("lora", "task", "expect"),
+    [
+        ({"target_modules": "all-linear", "dropout": 0.0}, "causal-lm", "target_modules='all-linear',"),
+        ({"target_modules": ["q_proj", "v_proj"]}, "seq-cls", "target_modules=['q_proj', 'v_proj'],"),
+        ({"target_modules": "auto"}, "causal-lm", "target_modules=None,"),
+    ],
+)
+def test_peft_snippet_follows_the_spec(lora: dict[str, Any], task: str, expect: str) -> None:
+    spec = _spec(lora=lora, task=task)
+    best = {"trial_number": 7, "score": 1.25, "params": {"rank": 16, "batch_size": 32, "learning_rate": 3e-4}}
+    text = peft_snippet(best, spec)
+    assert "    r=16," in text and "    lora_alpha=32," in text and expect in text
+    assert f"lora_dropout={spec.lora.dropout:g}," in text
+    assert ("CAUSAL_LM" if task == "causal-lm" else "SEQ_CLS") in text
+    # A searched alpha ratio and dropout win over the spec's fixed values.
+    best["params"] |= {"lora_alpha_ratio": 4.0, "lora_dropout": 0.1}
+    text = peft_snippet(best, spec)
+    assert "lora_alpha=64," in text and "lora_dropout=0.1," in text
+    compile(text, "snippet", "exec")  # it is Python a user can paste
+
+
+def test_state_counts_and_compute_time() -> None:
+    now = dt.datetime.now(dt.UTC)
+    study = StudyRow("s", "name: s\n", None, "0", now, now)
+    rows = [
+        {"trial_number": 0, "state": "oom", "score": None, "wall_time_s": 1.0},
+        {"trial_number": 1, "state": "complete", "score": 2.0, "wall_time_s": 10.0},
+        {"trial_number": 2, "state": "complete", "score": 1.0, "wall_time_s": 5.0},
+        {"trial_number": 3, "state": "pruned", "score": 3.0, "wall_time_s": 2.0},
+        {"trial_number": 4, "state": "crashed", "score": None, "wall_time_s": None},
+    ]
+    data = ReportData(study, None, None, rows, {})
+    assert data.state_counts() == [("complete", 2, 15.0), ("pruned", 1, 2.0), ("oom", 1, 1.0), ("crashed", 1, 0.0)]
+    assert data.compute_s == 18.0 and len(data.complete) == 2
