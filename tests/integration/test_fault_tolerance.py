@@ -330,18 +330,22 @@ def test_r14_simultaneous_start_postgres(pg_url: str, tmp_path: Path) -> None:
 def test_oom_point_is_never_run_again(
     cli: CliFn, write_spec: Callable[..., Path], db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Retry policy: OOM and divergence are properties of the point, never retried."""
-    monkeypatch.setenv("AUTOTUNE_FAULTS", "oom")
-    one_point = {"rank": {"choices": [4]}, "batch_size": {"choices": [16]}, "learning_rate": {"choices": [1e-3]}}
-    code, _, _ = cli(
-        "run", str(write_spec(fast_spec("twin", n_trials=3, search=one_point))), "--storage", db_url, "--no-progress"
-    )
+    """Retry policy: OOM and divergence are properties of the point, never retried; a later
+    proposal of the same point is a duplicate of the OOM trial, not a new training run."""
+    monkeypatch.setenv("AUTOTUNE_FAULTS", "oom@rank=4")
+    two_points = {"rank": {"choices": [4, 8]}, "batch_size": {"choices": [16]}, "learning_rate": {"choices": [1e-3]}}
+    spec = fast_spec("twin", n_trials=2, search=two_points, sampler="random", seed=3)
+    code, _, _ = cli("run", str(write_spec(spec)), "--storage", db_url, "--no-progress")
     store = Store.open(db_url, create=False)
     rows = store.trials("twin")
     store.close()
-    figure = f"retry policy: {[(r['state'], (r['error'] or '')[:40]) for r in rows]}"
+    figure = f"retry policy: {[(r['rank'], r['state'], (r['error'] or '')[:50]) for r in rows]}"
     assert code == 0, figure
-    assert [r["state"] for r in rows] == ["oom"] * 3, figure
-    assert rows[0]["error"].startswith("out of memory"), figure
-    assert rows[0]["wall_time_s"] > 0, figure
-    assert all(r["error"] == "not run: trial 0 with the same params ended oom" for r in rows[1:]), figure
+    trained = [r for r in rows if r["state"] != "duplicate"]
+    assert sorted((r["rank"], r["state"]) for r in trained) == [(4, "oom"), (8, "complete")], figure
+    oom = next(r for r in trained if r["rank"] == 4)
+    assert oom["error"].startswith("out of memory"), figure
+    assert oom["wall_time_s"] > 0, figure
+    for dup in (r for r in rows if r["state"] == "duplicate"):
+        assert dup["duplicate_of"] in {t["trial_number"] for t in trained}, figure
+        assert "not trained again" in dup["error"], figure
