@@ -8,7 +8,19 @@ import pytest
 
 from autotune.cli.main import build_parser, main
 
-COMMANDS = ["run", "resume", "worker", "best", "trials", "export", "report", "validate", "db", "db upgrade", "db current"]
+COMMANDS = [
+    "run",
+    "resume",
+    "worker",
+    "best",
+    "trials",
+    "export",
+    "report",
+    "validate",
+    "db",
+    "db upgrade",
+    "db current",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
