@@ -169,5 +169,8 @@ class TrialResult:
     optimizer_steps: int = 0
     examples_seen: int = 0
     error: str | None = None
+    # The module names that got LoRA adapters (peft's choice for "auto", the preset's matches):
+    # what a user pastes into their own LoraConfig.
+    target_modules: list[str] | None = None
     curve: list[EvalPoint] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)

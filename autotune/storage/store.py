@@ -198,6 +198,7 @@ class Store:
             examples_seen=r.examples_seen,
             versions=r.versions,
             error=r.error,
+            target_modules=r.target_modules,
             finished_at=_now(),
         )
         with self.engine.begin() as conn:

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ from autotune.worker.models import (
     load_tokenizer,
     resolve_target_modules,
     tiny_tokenizer,
+    wrapped_modules,
 )
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 
@@ -207,7 +209,17 @@ def _apply_thread_limit() -> None:
         torch.set_num_threads(int(n))
 
 
-def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event | None = None) -> TrialResult:
+# on_trained(model, tokenizer): called with the trained peft model of a complete trial, before its
+# adapters are removed; `autotune train` saves the adapter through it.
+KeepFn = Callable[[torch.nn.Module, Any], None]
+
+
+def run_trial(
+    config: TrialConfig,
+    report: ReportFn,
+    interrupt: threading.Event | None = None,
+    on_trained: KeepFn | None = None,
+) -> TrialResult:
     t_start = time.perf_counter()
     _apply_thread_limit()
     device = pick_device()
@@ -225,9 +237,12 @@ def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event 
         # Memory is measured from here: what this trial adds on top of the loaded base model.
         with meter:
             model = _add_adapters(base, config)
+            result.target_modules = wrapped_modules(model)
             _sync(device)
             result.setup_time_s = time.perf_counter() - t_start
             _train(model, entry.data, config, device, prec, report, interrupt, result, t_start)
+        if on_trained is not None and result.state == TrialState.COMPLETE:
+            on_trained(model, entry.tokenizer)  # outside the meter: saving is not training
     except torch.OutOfMemoryError as err:
         oom = True
         result.state, result.error = TrialState.OOM, f"out of memory: {str(err).splitlines()[0][:200]}"
