@@ -6,6 +6,7 @@ these types without paying for each other's imports.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import threading
 from collections.abc import Callable
@@ -92,17 +93,23 @@ class TrialConfig:
     compile: bool = False
 
 
-def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
-    """Join a spec and one trial's sampled params into a flat TrialConfig."""
+def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, float]:
+    """(rank, lora_alpha, lora_dropout) of one trial: searched values, else the spec's."""
     rank = int(params["rank"])
     alpha_ratio = float(params.get("lora_alpha_ratio", spec.lora.alpha_ratio))
+    return rank, alpha_ratio * rank, float(params.get("lora_dropout", spec.lora.dropout))
+
+
+def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
+    """Join a spec and one trial's sampled params into a flat TrialConfig."""
+    rank, alpha, dropout = lora_values(spec, params)
     tm = spec.lora.target_modules
     return TrialConfig(
         rank=rank,
         batch_size=int(params["batch_size"]),
         learning_rate=float(params["learning_rate"]),
-        lora_alpha=alpha_ratio * rank,
-        lora_dropout=float(params.get("lora_dropout", spec.lora.dropout)),
+        lora_alpha=alpha,
+        lora_dropout=dropout,
         model=resolve_model(spec.model.name),
         task=spec.task,
         tiny_hidden_size=spec.model.tiny.hidden_size,
@@ -136,6 +143,21 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         cache_dir=cache_dir,
         compile=spec.compile,
     )
+
+
+def config_to_json(c: TrialConfig) -> dict[str, Any]:
+    """A TrialConfig as JSON values (autotune_train.json keeps the fit's exact recipe)."""
+    d = dataclasses.asdict(c)
+    if isinstance(c.target_modules, tuple):
+        d["target_modules"] = list(c.target_modules)
+    return d
+
+
+def config_from_json(d: dict[str, Any]) -> TrialConfig:
+    d = dict(d)
+    if isinstance(d.get("target_modules"), list):
+        d["target_modules"] = tuple(d["target_modules"])
+    return TrialConfig(**d)
 
 
 @dataclass(frozen=True)

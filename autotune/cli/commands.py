@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from autotune.cli import use
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
 from autotune.spec import SpecError
@@ -60,6 +61,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "export": cmd_export,
         "validate": cmd_validate,
         "db": cmd_db,
+        "train": use.cmd_train,
     }[args.command]
     return handler(args)
 
@@ -193,6 +195,8 @@ def best_record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
+    if args.format in ("peft", "spec"):
+        return use.print_answer(args)
     url = resolve_url(args.storage)
     store = _open_existing(url, args.study)
     try:
@@ -269,6 +273,8 @@ def cmd_trials(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.peft_config is not None:
+        return use.export_peft_config(args)
     import pandas as pd
 
     url = resolve_url(args.storage)
