@@ -188,10 +188,7 @@ def _run(
                 fitdb.fit_finished(store, f.fit_id, f.result)
                 _raise_if_fatal(f)
         if stop.event.is_set():
-            print(
-                f"autotune: interrupted; the fits are stored as interrupted and nothing was written to {out}",
-                file=sys.stderr,
-            )
+            print(f"autotune: interrupted; nothing was written to {out}", file=sys.stderr)
             return EXIT_INTERRUPTED
         done = [f for f in fits if f.result is not None and f.result.state == TrialState.COMPLETE]
         if not done:
