@@ -6,6 +6,7 @@ these types without paying for each other's imports.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import threading
 from collections.abc import Callable
@@ -84,18 +85,23 @@ class TrialConfig:
     compile: bool = False
 
 
-def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
-    """Join a spec and one trial's sampled params into a TrialConfig. A searched parameter
-    overrides the spec's fixed value for it."""
+def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, float]:
+    """(rank, lora_alpha, lora_dropout) of one trial: searched values, else the spec's."""
     rank = int(params["rank"])
     alpha_ratio = float(params.get("lora_alpha_ratio", spec.lora.alpha_ratio))
+    return rank, alpha_ratio * rank, float(params.get("lora_dropout", spec.lora.dropout))
+
+
+def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
+    """Join a spec and one trial's sampled params into a flat TrialConfig."""
+    rank, alpha, dropout = lora_values(spec, params)
     tm = spec.lora.target_modules
     return TrialConfig(
         rank=rank,
         batch_size=int(params["batch_size"]),
         learning_rate=float(params["learning_rate"]),
-        lora_alpha=alpha_ratio * rank,
-        lora_dropout=float(params.get("lora_dropout", spec.lora.dropout)),
+        lora_alpha=alpha,
+        lora_dropout=dropout,
         task=spec.task,
         model=ModelConfig(
             name=resolve_model(spec.model.name),
@@ -113,6 +119,37 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         cache_dir=cache_dir,
         compile=spec.compile,
     )
+
+
+def config_to_json(c: TrialConfig) -> dict[str, Any]:
+    """A TrialConfig as JSON values (autotune_train.json keeps the fit's exact recipe)."""
+    d = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
+    m = c.model
+    d["model"] = {
+        "name": m.name,
+        "revision": m.revision,
+        "tiny": m.tiny.model_dump(mode="json"),
+        "target_modules": m.target_modules if isinstance(m.target_modules, str) else list(m.target_modules),
+    }
+    for section in ("data", "budget", "objective"):
+        d[section] = getattr(c, section).model_dump(mode="json")
+    return d
+
+
+def config_from_json(d: dict[str, Any]) -> TrialConfig:
+    d = dict(d)
+    m = d["model"]
+    tm = m["target_modules"]
+    d["model"] = ModelConfig(
+        name=m["name"],
+        revision=m["revision"],
+        tiny=TinyModel(**m["tiny"]),
+        target_modules=tm if isinstance(tm, str) else tuple(tm),
+    )
+    d["data"] = DataSpec(**d["data"])
+    d["budget"] = BudgetSpec(**d["budget"])
+    d["objective"] = ObjectiveSpec(**d["objective"])
+    return TrialConfig(**d)
 
 
 @dataclass(frozen=True)
@@ -146,5 +183,8 @@ class TrialResult:
     optimizer_steps: int = 0
     examples_seen: int = 0
     error: str | None = None
+    # The module names that got LoRA adapters (peft's choice for "auto", the preset's matches):
+    # what a user pastes into their own LoraConfig.
+    target_modules: list[str] | None = None
     curve: list[EvalPoint] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)

@@ -10,6 +10,7 @@ import os
 import sys
 from typing import Any
 
+from autotune.cli import use
 from autotune.cli.report import cmd_report
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
@@ -64,6 +65,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "report": cmd_report,
         "validate": cmd_validate,
         "db": cmd_db,
+        "train": use.cmd_train,
     }[args.command]
     return handler(args)
 
@@ -190,6 +192,8 @@ def best_record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_best(args: argparse.Namespace) -> int:
+    if args.format in ("peft", "spec"):
+        return use.print_answer(args)
     url = resolve_url(args.storage)
     store = _open_existing(url, args.study)
     try:
@@ -266,6 +270,8 @@ def cmd_trials(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.peft_config is not None:
+        return use.export_peft_config(args)
     import pandas as pd
 
     url = resolve_url(args.storage)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from autotune import __version__
+from autotune.cli import use
 from autotune.session import EXIT_INTERRUPTED, EXIT_USER_ERROR
 
 
@@ -68,17 +69,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("best", help="show the best finished trial")
     p.add_argument("study", help="study name")
     _storage_arg(p)
-    _fmt_arg(p, ("table", "json", "yaml"), "table")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "yaml", "peft", "spec"),
+        default="table",
+        help="output format (default: table); peft: a LoraConfig + TrainingArguments snippet; spec: a study "
+        "spec pinned to this trial",
+    )
 
     p = sub.add_parser("trials", help="list every trial with its state")
     p.add_argument("study", help="study name")
     _storage_arg(p)
     _fmt_arg(p, ("table", "json", "csv"), "table")
 
-    p = sub.add_parser("export", help="write one row per trial to a CSV file")
+    p = sub.add_parser("export", help="write one row per trial to a CSV file, or a trial's peft adapter_config.json")
     p.add_argument("study", help="study name")
     _storage_arg(p)
-    p.add_argument("--csv", required=True, metavar="PATH", help="output CSV path ('-' for stdout)")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("--csv", metavar="PATH", help="output CSV path ('-' for stdout)")
+    out.add_argument(
+        "--peft-config",
+        metavar="DIR",
+        help="write adapter_config.json with peft's LoraConfig.save_pretrained (loads peft and torch)",
+    )
+    p.add_argument(
+        "--trial", type=int, default=None, metavar="N", help="with --peft-config: this trial (default: best)"
+    )
 
     from autotune.cli.report import add_parser as add_report_parser
 
@@ -94,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     _storage_arg(q)
     q = dsub.add_parser("current", help="show the revision of autotune's tables")
     _storage_arg(q)
+    use.add_train_parser(sub)
     return parser
 
 

@@ -216,6 +216,7 @@ class Store:
             examples_seen=r.examples_seen,
             versions=r.versions,
             error=r.error,
+            target_modules=r.target_modules,
             finished_at=_now(),
         )
         with self._tx(write=True) as conn:

@@ -71,6 +71,7 @@ trials = Table(
     Column("examples_seen", Integer, nullable=True),
     Column("versions", JSON, nullable=True),
     Column("error", Text, nullable=True),
+    Column("target_modules", JSON, nullable=True),  # the module names that got adapters (resolved preset)
     Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
     Column("requeued", Boolean, nullable=False, default=False),  # a retry of this trial was queued
     Column("worker", String(256), nullable=True),  # host:pid, for reaping dead local workers
@@ -109,4 +110,31 @@ workers = Table(
     Column("worker", String(256), nullable=False),
     Column("started_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("study_name", "slot"),
+)
+
+# One row per `autotune train` fit: a stored trial's params trained at a longer budget.
+fits = Table(
+    "autotune_fits",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("study_name", String(512), nullable=False, index=True),
+    Column("trial_number", Integer, nullable=False),
+    Column("train_examples", Integer, nullable=False),  # the fit's budget
+    Column("state", String(16), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("val_loss", Float, nullable=True),
+    Column("train_loss", Float, nullable=True),
+    Column("score", Float, nullable=True),
+    Column("accuracy", Float, nullable=True),
+    Column("train_time_s", Float, nullable=True),
+    Column("eval_time_s", Float, nullable=True),
+    Column("wall_time_s", Float, nullable=True),
+    Column("peak_memory_mb", Float, nullable=True),
+    Column("memory_kind", String(32), nullable=True),
+    Column("device", String(128), nullable=True),
+    Column("output_path", Text, nullable=True),  # where the adapter was saved (None until it is)
+    Column("versions", JSON, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
 )

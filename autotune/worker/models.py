@@ -179,6 +179,14 @@ def resolve_target_modules(model: torch.nn.Module, preset: str | tuple[str, ...]
     raise ModelError(f"lora.target_modules: unknown preset '{preset}' (auto, attention, all-linear, or a list)")
 
 
+def wrapped_modules(model: torch.nn.Module) -> list[str]:
+    """The short names of the modules peft put LoRA adapters on: the resolved form of a preset
+    (for "auto", peft's per-architecture default), ready for a user's own ``LoraConfig``."""
+    from peft.tuners.lora import LoraLayer
+
+    return sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, LoraLayer)})
+
+
 # The task heads peft trains as a copy for SEQ_CLS (its default modules_to_save).
 HEAD_MODULES = ("classifier", "score")
 

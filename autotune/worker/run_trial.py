@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from autotune.worker.models import (
     load_tokenizer,
     resolve_target_modules,
     tiny_tokenizer,
+    wrapped_modules,
 )
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 
@@ -176,11 +178,22 @@ def _apply_thread_limit() -> None:
         torch.set_num_threads(int(n))
 
 
-def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event | None = None) -> TrialResult:
+# on_trained(model, tokenizer): called with the trained peft model of a complete trial, before its
+# adapters are removed; `autotune train` saves the adapter through it.
+KeepFn = Callable[[torch.nn.Module, Any], None]
+
+
+def run_trial(
+    config: TrialConfig,
+    report: ReportFn,
+    interrupt: threading.Event | None = None,
+    on_trained: KeepFn | None = None,
+) -> TrialResult:
     """Train fresh LoRA adapters on the cached base model for ``config``'s budget and measure them.
 
     ``report(k, score)`` is called after evaluation k (1-based) and returns True to stop the trial
-    (pruned); ``interrupt``, once set, stops it at the next step (interrupted). Returns a
+    (pruned); ``interrupt``, once set, stops it at the next step (interrupted); ``on_trained``
+    sees the trained model of a complete trial before its adapters are removed. Returns a
     ``TrialResult`` whatever happens: OOM, non-finite loss, timeout and any crash become its
     state and error. Raises nothing but ``BaseException``s that are not ``KeyboardInterrupt``."""
     t_start = time.perf_counter()
@@ -200,9 +213,12 @@ def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event 
         # Memory is measured from here: what this trial adds on top of the loaded base model.
         with meter:
             model = _add_adapters(base, config)
+            result.target_modules = wrapped_modules(model)
             _sync(device)
             result.setup_time_s = time.perf_counter() - t_start
             _train(model, entry.data, config, device, prec, report, interrupt, result, t_start)
+        if on_trained is not None and result.state == TrialState.COMPLETE:
+            on_trained(model, entry.tokenizer)  # outside the meter: saving is not training
     except torch.OutOfMemoryError as err:
         oom = True
         result.state, result.error = TrialState.OOM, f"out of memory: {str(err).splitlines()[0][:200]}"

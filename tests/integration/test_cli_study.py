@@ -110,6 +110,8 @@ def test_inspection_commands_do_not_import_torch(study: tuple[Path, str], tmp_pa
     _, url = study
     for argv in (
         ["best", "it"],
+        ["best", "it", "--format", "peft"],
+        ["best", "it", "--format", "spec"],
         ["trials", "it"],
         ["export", "it", "--csv", str(tmp_path / "x.csv")],
         ["validate", "studies/smoke.yaml"],

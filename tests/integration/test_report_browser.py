@@ -72,8 +72,10 @@ def test_smoke_report_renders_in_chromium(browser: Any, smoke: tuple[str, Path])
     figs = _figures(browser)
     assert len(figs) == FIGURES, figs
     for f in figs:
-        assert f["complete"] and f["natural"] == FIG_W_PX and f["shown"] > 100, f
-    assert browser.find_element("id", "peft-snippet").text.startswith("import peft")
+        assert f["complete"], f
+        assert f["natural"] == FIG_W_PX, f
+        assert f["shown"] > 100, f
+    assert "lora_config = peft.LoraConfig(" in browser.find_element("id", "peft-snippet").text
 
 
 def test_injected_markup_is_inert_in_chromium(browser: Any, tmp_path: Path, cli: CliFn) -> None:

@@ -16,6 +16,7 @@ COMMANDS = [
     "trials",
     "export",
     "report",
+    "train",
     "validate",
     "db",
     "db upgrade",

@@ -48,6 +48,8 @@ def test_result_fields_and_curve(tmp_path: Path) -> None:
     assert r.precision == "fp32"
     assert r.device
     assert r.device.startswith("cpu")
+    # all-linear on the llama-style tiny model, resolved to the names peft actually wrapped
+    assert r.target_modules == ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
 
 
 @pytest.mark.parametrize("task", ["causal-lm", "seq-cls"])
@@ -79,6 +81,14 @@ def test_classifier_reports_accuracy(tmp_path: Path) -> None:
     assert r.state == TrialState.COMPLETE, r.error
     assert r.accuracy is not None
     assert 0.0 <= r.accuracy <= 1.0
+
+
+def test_auto_target_modules_resolve_to_peft_default(tmp_path: Path) -> None:
+    """'auto' is stored as the names peft chose for the architecture (bert: query, value), not 'auto'."""
+    spec = parse_spec(tiny_spec(task="seq-cls", data={"source": "builtin:smoke-cls"}, lora={"target_modules": "auto"}))
+    r = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False)
+    assert r.state == TrialState.COMPLETE, r.error
+    assert r.target_modules == ["query", "value"]
 
 
 def test_pruning_and_interrupt_are_states(tmp_path: Path) -> None:

@@ -1,0 +1,104 @@
+"""Reads and writes of ``autotune_fits``: one row per `autotune train` fit. No torch, no optuna.
+
+A fit is inserted as ``running`` before training starts, so a process killed mid-fit leaves a
+row that says so; it is finished with its state (complete, interrupted, oom, ...) afterwards.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from autotune.storage.store import Store
+from autotune.storage.tables import fits, trials
+from autotune.storage.url import StorageError
+from autotune.trial import TrialResult, TrialState
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
+
+
+def trial_row(store: Store, name: str, number: int) -> dict[str, Any]:
+    """A stored trial, or one line naming what exists."""
+    with store.engine.connect() as conn:
+        row = (
+            conn.execute(select(trials).where(trials.c.study_name == name, trials.c.trial_number == number))
+            .mappings()
+            .first()
+        )
+    if row is None:
+        raise StorageError(f"study '{name}' has no trial {number}")
+    return dict(row)
+
+
+def top_complete(store: Store, name: str, k: int) -> list[dict[str, Any]]:
+    """The ``k`` complete trials with the lowest score (ties: the earlier trial first)."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(trials)
+            .where(
+                trials.c.study_name == name,
+                trials.c.state == TrialState.COMPLETE.value,
+                trials.c.score.is_not(None),
+            )
+            .order_by(trials.c.score, trials.c.trial_number)
+            .limit(k)
+        ).mappings()
+        return [dict(r) for r in rows]
+
+
+def fit_started(store: Store, name: str, number: int, params: dict[str, Any], train_examples: int) -> int:
+    with store.engine.begin() as conn:
+        res = conn.execute(
+            insert(fits).values(
+                study_name=name,
+                trial_number=number,
+                train_examples=train_examples,
+                state=TrialState.RUNNING.value,
+                params=params,
+                created_at=_now(),
+            )
+        )
+        key = res.inserted_primary_key
+        assert key is not None
+        return int(key[0])
+
+
+def fit_finished(store: Store, fit_id: int, r: TrialResult) -> None:
+    values = dict(
+        state=r.state.value,
+        val_loss=_finite(r.val_loss),
+        train_loss=_finite(r.train_loss),
+        score=_finite(r.score),
+        accuracy=r.accuracy,
+        train_time_s=r.train_time_s,
+        eval_time_s=r.eval_time_s,
+        wall_time_s=r.wall_time_s,
+        peak_memory_mb=r.peak_memory_mb,
+        memory_kind=r.memory_kind,
+        device=r.device,
+        versions=r.versions,
+        error=r.error,
+        finished_at=_now(),
+    )
+    with store.engine.begin() as conn:
+        conn.execute(update(fits).where(fits.c.id == fit_id).values(**values))
+
+
+def fit_saved(store: Store, fit_id: int, output_path: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(update(fits).where(fits.c.id == fit_id).values(output_path=output_path))
+
+
+def fit_rows(store: Store, name: str) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(fits).where(fits.c.study_name == name).order_by(fits.c.id)).mappings()
+        return [dict(r) for r in rows]
