@@ -7,16 +7,16 @@ from typing import Any
 
 import optuna
 
-from autotune.search_space import grid
+from autotune.search_space import distributions, grid
 from autotune.spec import StudySpec
+from autotune.startup import SpaceFillingStartup, startup_trials
 
 
 def _tpe(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    kw: dict[str, Any] = (
-        {} if spec.sampler.n_startup_trials is None else {"n_startup_trials": spec.sampler.n_startup_trials}
-    )
+    n_startup = startup_trials(spec)
     # multivariate: rank, batch size and learning rate interact (the best lr moves with batch size).
-    return optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, **kw)
+    tpe = optuna.samplers.TPESampler(seed=spec.seed, multivariate=True, n_startup_trials=n_startup)
+    return SpaceFillingStartup(tpe, distributions(spec), n_startup, spec.seed)
 
 
 def _gp(spec: StudySpec) -> optuna.samplers.BaseSampler:
