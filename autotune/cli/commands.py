@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from autotune.cli.edges import edge_notes, print_run_notes
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
 from autotune.spec import SpecError
@@ -116,6 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
     )
     print(_summary_line(s, url), file=sys.stderr)
+    print_run_notes(url, s.study_name)
     return 130 if s.interrupted else 0
 
 
@@ -142,6 +144,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
     )
     print(_summary_line(s, url), file=sys.stderr)
+    print_run_notes(url, s.study_name)
     return 130 if s.interrupted else 0
 
 
@@ -197,11 +200,13 @@ def cmd_best(args: argparse.Namespace) -> int:
     store = _open_existing(url, args.study)
     try:
         row = store.best(args.study)
+        edges = edge_notes(store, args.study, row["params"]) if row is not None else []
     finally:
         store.close()
     if row is None:
         raise StorageError(f"study '{args.study}' has no complete trial yet")
     rec = {k: _clean(v) for k, v in best_record(row).items()}
+    rec["edges"] = edges
     if args.format == "json":
         print(json.dumps(rec, indent=2))
     elif args.format == "yaml":
@@ -209,12 +214,14 @@ def cmd_best(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(rec, sort_keys=False), end="")
     else:
-        flat = {k: v for k, v in rec.items() if k != "params"}
+        flat = {k: v for k, v in rec.items() if k not in ("params", "edges")}
         lines = [("study", args.study)] + [(k, _show(v)) for k, v in rec["params"].items()]
         lines += [(k, _show(v)) for k, v in flat.items() if v is not None]
         width = max(len(k) for k, _ in lines)
         for k, v in lines:
             print(f"{k:<{width}}  {v}")
+        for note in edges:
+            print(f"note: {note}")
     return 0
 
 
