@@ -95,6 +95,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from autotune import driver
 
     _cpu_only(args.devices)
+    if args.warm_start:
+        from autotune.warm_start import warm_start
+
+        n = warm_start(spec, url, args.study_name or spec.name, args.warm_start)
+        print(f"warm start: {n} finished trials of '{args.warm_start}' seed the search", file=sys.stderr)
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import run_parallel
 
