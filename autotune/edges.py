@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.spec import ParamRange, StudySpec, searched_params
+from autotune.spec import ParamRange, StudySpec, parse_spec, searched_params
 
 NEAR = 0.1  # the outer tenth of a range counts as "at the bound"
 # Widening never goes past these: a learning rate of 0.1 already diverges LoRA on every model we
@@ -92,3 +92,17 @@ def find_edges(params: dict[str, Any], spec: StudySpec) -> list[Edge]:
             out.append(Edge(name, side, bound, to))
     return out
 
+
+MAX_EXPANSIONS = 2  # follow-up studies `search.expand_bounds` may run, one widening each
+
+
+def widen(spec: StudySpec, edges: list[Edge]) -> StudySpec:
+    """The spec with each edge's bound moved to ``widen_to`` (a new choice, or a new range end)."""
+    data = spec.model_dump(mode="json")
+    for e in edges:
+        rng = data["search"][e.param]
+        if rng.get("choices") is not None:
+            rng["choices"] = sorted({*rng["choices"], e.widen_to})
+        else:
+            rng["low" if e.side == "low" else "high"] = e.widen_to
+    return parse_spec(data, "widened spec")

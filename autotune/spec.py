@@ -134,6 +134,9 @@ class SearchSpec(_Strict):
     learning_rate: ParamRange = Field(default_factory=_default_lr)
     lora_alpha_ratio: ParamRange | None = None
     lora_dropout: ParamRange | None = None
+    expand_bounds: bool = Field(
+        False, description="when the best sits at a bound, run a follow-up study with that bound widened"
+    )
 
     @model_validator(mode="after")
     def _int_params(self) -> SearchSpec:

@@ -123,6 +123,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     print(_summary_line(s, url), file=sys.stderr)
     print_run_notes(url, s.study_name)
+    if spec.search.expand_bounds and not s.interrupted:
+        from autotune.expand import expand_after
+
+        wide = expand_after(spec, url, s.study_name, show_progress=not args.no_progress, cache_dir=args.cache_dir)
+        if wide is not None:
+            s = wide
+            print(_summary_line(s, url), file=sys.stderr)
+            print_run_notes(url, s.study_name)
     return 130 if s.interrupted else 0
 
 

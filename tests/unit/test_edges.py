@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.edges import find_edges
+from autotune.edges import find_edges, widen
 from autotune.spec import StudySpec, parse_spec
 from autotune.storage import Store
 from autotune.trial import TrialResult, TrialState
@@ -68,3 +68,13 @@ def test_best_prints_the_edge(cli: CliFn, db_url: str, tmp_path: Path) -> None:
     assert [e.split(":")[0] for e in json.loads(out)["edges"]] == [
         "best learning_rate is at the highest end of the searched range (0.003)"
     ]
+
+
+def test_widen_moves_the_named_bounds() -> None:
+    spec = _spec()
+    edges = find_edges({"rank": 32, "batch_size": 16, "learning_rate": 2.9e-3}, spec)
+    wide = widen(spec, edges)
+    assert wide.search.rank.choices == [4, 8, 16, 32, 64]
+    assert wide.search.batch_size.choices == [8, 16, 32, 64]
+    assert wide.search.learning_rate.low == 3e-4
+    assert wide.search.learning_rate.high == pytest.approx(3e-3 * 10**0.5)

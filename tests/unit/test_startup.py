@@ -71,8 +71,7 @@ def test_startup_points_cover_the_space(seed: int) -> None:
     assert len({p["batch_size"] for p in first}) >= 2
     # one learning rate in each quarter of the log range
     quarters = sorted(
-        int(4 * (math.log(p["learning_rate"]) - math.log(LR[0])) / (math.log(LR[1]) - math.log(LR[0])))
-        for p in first
+        int(4 * (math.log(p["learning_rate"]) - math.log(LR[0])) / (math.log(LR[1]) - math.log(LR[0]))) for p in first
     )
     assert quarters == [0, 1, 2, 3]
 
