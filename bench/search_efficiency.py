@@ -51,7 +51,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from autotune.spec import PrunerSpec, SamplerSpec, StudySpec, load_spec, parse_spec  # noqa: E402
-from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult  # noqa: E402
+from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult, TrialState  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 STRATEGIES = {
@@ -150,20 +150,28 @@ def _append(path: Path, fields: list[str], row: dict[str, Any]) -> None:
         w.writerow(row)
 
 
+def _key(r: dict[str, str]) -> tuple[int, int, str]:
+    return int(r["rank"]), int(r["batch_size"]), f"{float(r['learning_rate']):.6g}"
+
+
 def _fmt(v: float | None) -> str:
     return "" if v is None else f"{v:.6g}"
 
 
 def cmd_grid(args: argparse.Namespace) -> None:
     from autotune.driver import run_study
+    from autotune.search_space import grid_size
     from autotune.worker.run_trial import run_trial
 
     spec = load_spec(args.spec)
     gspec = grid_spec(spec, args.ranks, args.batches)
     out = Path(args.out or RESULTS / f"search_grid_{_stem(spec)}.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.unlink(missing_ok=True)
-    rows: list[dict[str, Any]] = []
+    args.resume = args.resume or args.only_reseed
+    done = {_key(r): r for r in _read(out) if int(r["train_seed"]) == spec.seed} if args.resume else {}
+    if not args.resume:
+        out.unlink(missing_ok=True)
+    rows: list[dict[str, Any]] = list(done.values())
 
     def on_trial(c: TrialConfig, r: TrialResult, _t: Tracker) -> None:
         row = {
@@ -173,24 +181,39 @@ def cmd_grid(args: argparse.Namespace) -> None:
             "wall_time_s": f"{r.wall_time_s:.2f}", "train_time_s": f"{r.train_time_s:.2f}",
             "curve": " ".join(f"{p.examples_seen}:{p.score:.5g}" for p in r.curve),
         }  # fmt: skip
+        if (c.rank, c.batch_size, f"{c.learning_rate:.6g}") in done and c.seed == spec.seed:
+            return  # --resume: already in the table
         rows.append(row)
         _append(out, GRID_FIELDS, row)
         print(
             f"grid {len(rows)}: r={c.rank} b={c.batch_size} lr={c.learning_rate:.3g} score={_fmt(r.score)}", flush=True
         )
 
-    tracker = Tracker(_worker(), spec.seed, on_trial)
+    worker = _worker()
+
+    def run_or_reuse(c: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
+        row = done.get((c.rank, c.batch_size, f"{c.learning_rate:.6g}"))
+        if row is None:
+            return worker(c, report, interrupt)
+        # --resume: a config the table already holds is not trained again
+        score, seen = float(row["score"]), int(row["examples_seen"])
+        return TrialResult(state=TrialState.COMPLETE, score=score, examples_seen=seen)
+
+    tracker = Tracker(run_or_reuse, spec.seed, on_trial)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        summary = run_study(gspec, f"sqlite:///{tmp}/grid.db", show_progress=False, trial_fn=tracker)
-    if summary.interrupted:
-        sys.exit("grid interrupted: the table is incomplete")
+    if not args.only_reseed:
+        with tempfile.TemporaryDirectory() as tmp:
+            summary = run_study(
+                gspec, f"sqlite:///{tmp}/grid.db", n_trials=grid_size(gspec), show_progress=False, trial_fn=tracker
+            )
+        if summary.interrupted:
+            sys.exit("grid interrupted: the table is incomplete")
     total = time.perf_counter() - t0
-    done = sorted((r for r in rows if r["score"]), key=lambda r: float(r["score"]))
-    best = done[0]
+    ranked = sorted((r for r in rows if r["score"]), key=lambda r: float(r["score"]))
+    best = ranked[0]
     print(f"grid: {len(rows)} configs, {tracker.compute} examples, {total:.0f} s; best {best}")
-    if args.reseed and done:
-        picks = [done[0], done[len(done) // 2], done[-1]][: args.reseed]
+    if args.reseed and ranked:
+        picks = [ranked[0], ranked[len(ranked) // 2], ranked[-1]][: args.reseed]
         spread = []
         for row in picks:
             c = dataclasses.replace(_config_of(gspec, row), seed=spec.seed + args.reseed_offset)
@@ -234,7 +257,12 @@ def cmd_race(args: argparse.Namespace) -> None:
     spec = load_spec(args.spec)
     gspec = grid_spec(spec, args.ranks, args.batches)
     grid_csv = Path(args.grid_csv or RESULTS / f"search_grid_{_stem(spec)}.csv")
-    grid_best, grid_compute = grid_facts(read_grid(grid_csv, spec.seed))
+    grid_rows = read_grid(grid_csv, spec.seed)
+    from autotune.search_space import grid_size
+
+    if len({_key(r) for r in grid_rows}) < grid_size(gspec):
+        sys.exit(f"{grid_csv}: {len(grid_rows)} of {grid_size(gspec)} grid configs: finish `grid --resume` first")
+    grid_best, grid_compute = grid_facts(grid_rows)
     n_fixed = spec.n_trials
     run = _worker() if args.strategies else None
     if args.legacy_startup:  # the pre-issue-10 TPE, for a before/after race in one code base
@@ -328,6 +356,10 @@ def summarize(args: argparse.Namespace, spec: StudySpec, grid_best: float, grid_
     reached_tpe = "0/0"
     for strategy in STRATEGIES:
         rows = _read(_race_csv(args, spec, strategy))
+        if not rows and args.tag:  # a variant raced one strategy: the others are the plain baselines
+            rows = _read(Path(args.out_dir or RESULTS) / f"race_{_stem(spec)}_{strategy}.csv")
+            if rows:
+                print(f"{strategy}: no '{args.tag}' run, using the untagged one")
         seeds = sorted({int(r["seed"]) for r in rows if r["trial"] == "end"})
         if not seeds:
             shares[strategy] = "nan"
@@ -409,6 +441,25 @@ def replay_one(
     return trace
 
 
+def _rung_signal(rows: list[dict[str, Any]]) -> None:
+    """How well each evaluation ranks the configs as their final scores do (Spearman), and how
+    far the scores have moved from the first evaluation: a rung where nothing moved is noise."""
+    from scipy.stats import spearmanr
+
+    curves = [[float(p.split(":")[1]) for p in r["curve"].split()] for r in rows]
+    final = [float(r["score"]) for r in rows]
+    n = min(len(c) for c in curves)
+    for k in range(n):
+        at = [c[k] for c in curves]
+        rho = spearmanr(at, final).statistic
+        keep = sorted(range(len(at)), key=lambda i: at[i])[: max(1, len(at) // 3)]
+        best_kept = min(final[i] for i in keep) <= min(final) * (1 + WITHIN)
+        print(
+            f"eval {k + 1}/{n}: spearman vs final {rho:.2f}; score spread {min(at):.4f}..{max(at):.4f}; "
+            f"top third here keeps a config within 1% of the best: {best_kept}"
+        )
+
+
 def cmd_replay(args: argparse.Namespace) -> None:
     import optuna
 
@@ -418,6 +469,9 @@ def cmd_replay(args: argparse.Namespace) -> None:
     rows = read_grid(Path(args.grid_csv or RESULTS / f"search_grid_{_stem(spec)}.csv"), spec.seed)
     grid_best, grid_compute = grid_facts(rows)
     table = {(int(r["rank"]), int(r["batch_size"]), float(r["learning_rate"])): r for r in rows}
+    n_full = len({k[0] for k in table}) * len({k[1] for k in table}) * len({k[2] for k in table})
+    if len(table) < n_full:
+        sys.exit(f"the grid table holds {len(table)} of {n_full} configs: a replay needs all of them")
     data = spec.model_dump(mode="json")
     data["search"]["learning_rate"] = {"choices": sorted({k[2] for k in table})}
     data["search"]["rank"] = {"choices": sorted({k[0] for k in table})}
@@ -430,6 +484,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
         f"of the best {grid_best:.4f}; variant: {'legacy TPE start-up' if args.legacy_startup else 'current'}"
         f", min_resource {args.min_resource or 'spec default'}"
     )
+    _rung_signal(rows)
     for strategy in args.strategies:
         outs = []
         for seed in range(args.seeds):
@@ -466,6 +521,8 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--out", default=None)
     g.add_argument("--reseed", type=int, default=3, help="configs to re-run with another training seed")
     g.add_argument("--reseed-offset", type=int, default=1)
+    g.add_argument("--resume", action="store_true", help="keep the rows already in --out; run only the rest")
+    g.add_argument("--only-reseed", action="store_true", help="no grid run: re-seed configs of the rows in --out")
     r = sub.choices["race"]
     r.add_argument("--out-dir", default=None)
     r.add_argument("--tag", default="", help="suffix of the race CSVs (a variant's name)")
