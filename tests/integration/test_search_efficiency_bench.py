@@ -20,6 +20,9 @@ LAST = re.compile(
 
 def test_race_runs_on_the_smoke_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = yaml.safe_load((REPO / "studies" / "smoke.yaml").read_text())
+    # the conftest's test-sized tiny model and data: each trial well under a second on a free core
+    spec["model"]["tiny"] = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+    spec["data"] = {**spec["data"], "max_length": 24, "max_examples": 400}
     spec["budget"] = {"train_examples": 256, "evals": 2}
     path = tmp_path / "smoke.yaml"
     path.write_text(yaml.safe_dump(spec))
