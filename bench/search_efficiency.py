@@ -404,9 +404,11 @@ def _apply_variant(data: dict[str, Any], args: argparse.Namespace) -> None:
 
 def replay_one(
     args: argparse.Namespace, sspec: StudySpec, table: dict[tuple[int, int, float], dict[str, Any]],
-    grid_best: float, grid_compute: int, n_fixed: int,
+    grid_best: float, grid_compute: int, n_fixed: int, priors: list[Any] | None = None,
+    keep: list[Any] | None = None, limit: int | None = None, at_eval: int | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """One study over the grid table: the real sampler and pruner, trial results looked up."""
+    """One study over the grid table: the real sampler and pruner, trial results looked up.
+    ``priors``: finished trials added first (a warm start); ``keep`` collects this study's."""
     import optuna
 
     from autotune.driver import _suggest
@@ -416,12 +418,18 @@ def replay_one(
     sampler = _legacy_tpe(sspec) if args.legacy_startup and sspec.sampler.name == "tpe" else make_sampler(sspec)
     study = optuna.create_study(sampler=sampler, pruner=make_pruner(sspec), direction="minimize")
     dists = distributions(sspec)
+    if priors:
+        study.add_trials(priors)  # what autotune.warm_start does with a stored study's trials
     state = {"compute": 0, "best": math.inf}
     trace: list[dict[str, Any]] = []
 
     def objective(trial: optuna.Trial) -> float:
         p = {k: _suggest(trial, k, d) for k, d in dists.items()}
         row = table[(int(p["rank"]), int(p["batch_size"]), float(p["learning_rate"]))]
+        if at_eval is not None:  # a study with a smaller budget: the curve's score at that point
+            ex, score = row["curve"].split()[at_eval - 1].split(":")
+            state["compute"] += int(ex)
+            return float(score)
         for i, point in enumerate(row["curve"].split(), start=1):
             ex, score = point.split(":")
             trial.report(float(score), i)
@@ -432,12 +440,14 @@ def replay_one(
         state["best"] = min(state["best"], float(row["score"]))
         return float(row["score"])
 
-    for n in range(1, args.max_trials + 1):
+    for n in range(1, (limit or args.max_trials) + 1):
         study.optimize(objective, n_trials=1)
         trace.append({"trial": str(n), "compute": str(state["compute"]), "best": str(state["best"]), "wall_s": "0"})
         reached = state["best"] <= grid_best * (1 + WITHIN)
         if (reached and n >= n_fixed) or state["compute"] >= grid_compute:
             break
+    if keep is not None:
+        keep.extend(t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE)
     return trace
 
 
@@ -483,6 +493,8 @@ def cmd_replay(args: argparse.Namespace) -> None:
         f"{len(data['search']['learning_rate']['choices'])} values; {args.seeds} seeds): {near} configs within 1% "
         f"of the best {grid_best:.4f}; variant: {'legacy TPE start-up' if args.legacy_startup else 'current'}"
         f", min_resource {args.min_resource or 'spec default'}"
+        + (f"; warm-started from a {spec.n_trials}-trial study with seed +{args.warm_from}" if args.warm_from else "")
+        + (f" whose budget ended at evaluation {args.warm_at_eval}" if args.warm_at_eval else "")
     )
     _rung_signal(rows)
     for strategy in args.strategies:
@@ -491,7 +503,15 @@ def cmd_replay(args: argparse.Namespace) -> None:
             sdata = strategy_spec(on_grid, strategy, seed, on_grid).model_dump(mode="json")
             sdata["n_trials"] = spec.n_trials
             _apply_variant(sdata, args)
-            trace = replay_one(args, parse_spec(sdata, "replay"), table, grid_best, grid_compute, spec.n_trials)
+            rspec = parse_spec(sdata, "replay")
+            priors: list[Any] = []
+            if args.warm_from is not None:  # an earlier fixed study (another seed) whose trials seed this one
+                earlier = parse_spec({**sdata, "seed": seed + args.warm_from}, "earlier")
+                replay_one(
+                    args, earlier, table, -math.inf, 10**12, spec.n_trials, keep=priors, limit=spec.n_trials,
+                    at_eval=args.warm_at_eval,
+                )  # fmt: skip
+            trace = replay_one(args, rspec, table, grid_best, grid_compute, spec.n_trials, priors=priors)
             outs.append(seed_outcome(trace, grid_best, grid_compute, spec.n_trials))
         shares = [o["share"] for o in outs]
         k = sum(o["reached"] for o in outs)
@@ -517,6 +537,12 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--max-trials", type=int, default=200, help="cap on trials per seed")
         p.add_argument("--min-resource", type=int, default=None, help="variant: ASHA's first rung (evaluation index)")
         p.add_argument("--legacy-startup", action="store_true", help="variant: TPE as before issue 10")
+        p.add_argument(
+            "--warm-from", type=int, default=None, help="replay: warm-start from a fixed study with seed + this"
+        )
+        p.add_argument(
+            "--warm-at-eval", type=int, default=None, help="replay: that earlier study's budget ends at this evaluation"
+        )
     g = sub.choices["grid"]
     g.add_argument("--out", default=None)
     g.add_argument("--reseed", type=int, default=3, help="configs to re-run with another training seed")
