@@ -7,9 +7,13 @@ the log-middle and the high end of the spec's range) on the spec's model, data, 
 objective, every config to the end of its budget (pruner none), through the real driver in one
 process (base model and tokenized data loaded once). Writes one CSV row per config as it ends,
 then re-runs ``--reseed`` configs (best, middle, worst) with another training seed and writes the
-seed-to-seed spread. Made the committed table with:
+seed-to-seed spread. In one process:
 
     python bench/search_efficiency.py grid --spec studies/quickstart.yaml
+
+The committed quickstart table was made in 4 processes, one per rank (``--ranks R --out F
+--resume``), merged, plus ``--only-reseed``: a config took 4-10 min on the loaded 2-core VM (see
+docs/search.md for the exact commands and the figures).
 
 ``race``: a strategy (``tpe_asha``: autotune's default search, the spec defaults of SamplerSpec
 and PrunerSpec; ``random_asha``; ``random``: no pruning; ``grid``: the same grid in a random
