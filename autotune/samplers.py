@@ -11,8 +11,9 @@ from typing import Any
 
 import optuna
 
-from autotune.search_space import grid
+from autotune.search_space import distributions, grid
 from autotune.spec import StudySpec
+from autotune.startup import SpaceFillingStartup, startup_trials
 
 
 def _startup(spec: StudySpec) -> dict[str, Any]:
@@ -21,11 +22,14 @@ def _startup(spec: StudySpec) -> dict[str, Any]:
 
 
 def _tpe(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+    n_startup = startup_trials(spec)
     # multivariate: rank, batch size and learning rate interact (the best lr moves with batch size).
     # constant_liar: a running trial counts as a bad result, so parallel workers do not pile onto
     # the region another worker is already training (Optuna's TPESampler docs; a no-op for one
     # worker, whose only running trial is the one being sampled).
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, **_startup(spec))
+    tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=n_startup)
+    # The start-up points: one Sobol table per study (the study's seed), shared by every worker.
+    return SpaceFillingStartup(tpe, distributions(spec), n_startup, spec.seed)
 
 
 def _gp(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -134,6 +134,9 @@ class SearchSpec(_Strict):
     learning_rate: ParamRange = Field(default_factory=_default_lr)
     lora_alpha_ratio: ParamRange | None = None
     lora_dropout: ParamRange | None = None
+    expand_bounds: bool = Field(
+        False, description="when the best sits at a bound, run a follow-up study with that bound widened"
+    )
 
     @model_validator(mode="after")
     def _values(self) -> SearchSpec:
@@ -162,8 +165,19 @@ SEARCH_PARAMS: dict[str, SearchParam] = {
     "lora_alpha_ratio": SearchParam(False, lambda v: v > 0, "> 0"),
     "lora_dropout": SearchParam(False, lambda v: 0 <= v < 1, "in [0, 1)"),
 }
-if list(SEARCH_PARAMS) != list(SearchSpec.model_fields):
-    raise RuntimeError("SEARCH_PARAMS must list every SearchSpec field, in order")
+
+
+def _range_fields() -> list[str]:
+    """SearchSpec's searchable fields: those that hold a ParamRange (options like expand_bounds do not)."""
+    out = []
+    for name, info in SearchSpec.model_fields.items():
+        if info.annotation is ParamRange or ParamRange in get_args(info.annotation):
+            out.append(name)
+    return out
+
+
+if list(SEARCH_PARAMS) != _range_fields():
+    raise RuntimeError("SEARCH_PARAMS must list every ParamRange field of SearchSpec, in order")
 
 
 def _bounds(rng: ParamRange | None) -> list[float]:

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from autotune.cli import use
+from autotune.cli.edges import edge_notes, print_run_notes
 from autotune.cli.report import cmd_report
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
@@ -77,6 +78,7 @@ def _positive(n: int | None, flag: str) -> None:
 
 def _finish(s: RunSummary, url: str) -> int:
     print(summary_line(s, redact(url)), file=sys.stderr)
+    print_run_notes(url, s.study_name)  # a best at the edge of a searched range names the bound to widen
     return exit_code(s)
 
 
@@ -96,6 +98,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from autotune import driver
 
     _cpu_only(args.devices)
+    if args.warm_start:
+        from autotune.warm_start import warm_start
+
+        n = warm_start(spec, url, args.study_name or spec.name, args.warm_start)
+        print(f"warm start: {n} finished trials of '{args.warm_start}' seed the search", file=sys.stderr)
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import run_parallel
 
@@ -118,7 +125,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         cache_dir=args.cache_dir,
     )
-    return _finish(s, url)
+    code = _finish(s, url)
+    if spec.search.expand_bounds and not s.interrupted:
+        from autotune.expand import expand_after
+
+        wide = expand_after(spec, url, s.study_name, show_progress=not args.no_progress, cache_dir=args.cache_dir)
+        if wide is not None:
+            code = _finish(wide, url)
+    return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -198,11 +212,13 @@ def cmd_best(args: argparse.Namespace) -> int:
     store = _open_existing(url, args.study)
     try:
         row = store.best(args.study)
+        edges = edge_notes(store, args.study, row["params"]) if row is not None else []
     finally:
         store.close()
     if row is None:
         raise StorageError(f"study '{args.study}' has no complete trial yet")
     rec = {k: _clean(v) for k, v in best_record(row).items()}
+    rec["edges"] = edges
     if args.format == "json":
         print(json.dumps(rec, indent=2))
     elif args.format == "yaml":
@@ -210,12 +226,14 @@ def cmd_best(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(rec, sort_keys=False), end="")
     else:
-        flat = {k: v for k, v in rec.items() if k != "params"}
+        flat = {k: v for k, v in rec.items() if k not in ("params", "edges")}
         lines = [("study", args.study)] + [(k, _show(v)) for k, v in rec["params"].items()]
         lines += [(k, _show(v)) for k, v in flat.items() if v is not None]
         width = max(len(k) for k, _ in lines)
         for k, v in lines:
             print(f"{k:<{width}}  {v}")
+        for note in edges:
+            print(f"note: {note}")
     return 0
 
 

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1: one worker per GPU")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    p.add_argument("--warm-start", default=None, metavar="STUDY", help="seed a new study with STUDY's finished trials")
 
     p = sub.add_parser("resume", help="continue a stored study until it holds --n-trials finished trials")
     p.add_argument("study", help="study name")

@@ -1,0 +1,52 @@
+"""`search.expand_bounds: true`: when a study's best sits at a bound, widen it and search on.
+
+Each widening is a follow-up study (`NAME-wide1`, `NAME-wide2`) with the bound moved as
+`autotune best` suggests, warm-started from the study before it (its trials fit the wider space),
+for half the study's trials (at least 3). At most ``MAX_EXPANSIONS`` widenings, never past the
+hard limits in autotune.edges; each is announced on stderr. A new study rather than a changed
+one: Optuna's samplers assume a study's distributions never change.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from autotune.driver import run_study
+from autotune.edges import MAX_EXPANSIONS, find_edges, widen
+from autotune.session import RunSummary
+from autotune.spec import StudySpec
+from autotune.storage import Store
+from autotune.warm_start import warm_start
+
+
+def expand_after(
+    spec: StudySpec, url: str, name: str, *, show_progress: bool, cache_dir: str | None
+) -> RunSummary | None:
+    """Run the follow-up studies; return the last one's summary (None when none was needed)."""
+    last: RunSummary | None = None
+    for k in range(1, MAX_EXPANSIONS + 1):
+        store = Store.open(url, create=False)
+        try:
+            best = store.best(name)
+        finally:
+            store.close()
+        edges = find_edges(best["params"], spec) if best else []
+        if not edges:
+            break
+        spec = widen(spec, edges)
+        new = f"{name.split('-wide')[0]}-wide{k}"
+        what = "; ".join(f"{e.param} {e.side} bound {e.bound:g} -> {e.widen_to:g}" for e in edges)
+        print(f"expand_bounds: best of '{name}' at the edge; widening {what} in study '{new}'", file=sys.stderr)
+        warm_start(spec, url, new, name)
+        last = run_study(
+            spec,
+            url,
+            study_name=new,
+            n_trials=max(3, spec.n_trials // 2),
+            show_progress=show_progress,
+            cache_dir=cache_dir,
+        )
+        if last.interrupted:
+            break
+        name = new
+    return last
