@@ -90,6 +90,7 @@ class TrialConfig:
     weight_decay: float
     cache_dir: str | None = None
     compile: bool = False
+    data_delimiter: str | None = None  # CSV delimiter from the spec (None: sniffed)
 
 
 def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
@@ -135,6 +136,7 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         weight_decay=spec.weight_decay,
         cache_dir=cache_dir,
         compile=spec.compile,
+        data_delimiter=spec.data.delimiter,
     )
 
 
@@ -171,3 +173,6 @@ class TrialResult:
     error: str | None = None
     curve: list[EvalPoint] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
+    # A crash that is a property of the spec (no such target module, a sequence longer than the
+    # model takes): the run stops at once instead of retrying it (autotune.guard).
+    spec_error: bool = False

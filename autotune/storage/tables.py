@@ -39,6 +39,7 @@ studies = Table(
     Column("autotune_version", String(32), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("data_fingerprint", JSON, nullable=True),  # {field: {path, size, sha256}} (0003_plan)
 )
 
 trials = Table(
@@ -75,6 +76,8 @@ trials = Table(
     Column("worker", String(256), nullable=True),  # host:pid, for reaping dead local workers
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("predicted_memory_mb", Float, nullable=True),  # from `autotune estimate`'s model (0003_plan)
+    Column("predicted_time_s", Float, nullable=True),
     UniqueConstraint("study_name", "trial_number"),
 )
 

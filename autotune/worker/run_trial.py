@@ -37,6 +37,7 @@ from autotune.worker.models import (
     resolve_target_modules,
     tiny_tokenizer,
 )
+from autotune.worker.spec_errors import is_spec_property
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 
 
@@ -82,6 +83,7 @@ def _data_key(c: TrialConfig) -> tuple[Any, ...]:
         c.max_length,
         c.max_examples,
         c.seed,
+        c.data_delimiter,
     )
 
 
@@ -103,6 +105,7 @@ def prepare_data(c: TrialConfig) -> _DataEntry:
         validation_fraction=c.validation_fraction,
         max_examples=c.max_examples,
         seed=c.seed,
+        delimiter=c.data_delimiter,
     )
     if c.model == TINY:
         fields = [
@@ -238,6 +241,7 @@ def run_trial(config: TrialConfig, report: ReportFn, interrupt: threading.Event 
     except Exception as err:  # a crash is data: keep the message, let the study go on
         result.state = TrialState.CRASHED
         result.error = f"{err.__class__.__name__}: {err}"[:500] + "\n" + traceback.format_exc(limit=3)[-1500:]
+        result.spec_error = is_spec_property(err)
     # Release memory outside the except block: the traceback would otherwise pin the tensors.
     if model is not None:
         with contextlib.suppress(Exception):
