@@ -26,7 +26,9 @@ import psutil
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from sqlalchemy import event
 
+from autotune import planning
 from autotune.datasets import Examples
+from autotune.guard import RunGuard
 from autotune.inputs import check_inputs
 from autotune.progress import Progress
 from autotune.samplers import make_pruner, make_sampler
@@ -53,6 +55,8 @@ class RunSummary:
     ran: int
     interrupted: bool
     best_score: float | None
+    stop_reason: str | None = None  # why the run ended early (autotune.guard)
+    exit_code: int = 0
 
 
 class _TrialFailed(Exception):
@@ -96,6 +100,8 @@ def _labels(examples: Examples) -> list[str] | None:
 def _spec_core(text: str) -> dict[str, Any]:
     data = parse_spec_yaml(text).model_dump(mode="json")
     data.pop("n_trials", None)
+    for limit in ("study_time_s", "memory_limit_mb"):  # limits of a run, not the study's identity
+        data["budget"].pop(limit, None)
     return data
 
 
@@ -239,6 +245,7 @@ def run_study(
     store = Store.open(raw_url, create=True)
     try:
         _save_spec(store, spec, name, labels)
+        planning.before_study(store, spec, name, labels)
         return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
@@ -264,6 +271,7 @@ def prepare_study(spec: StudySpec, raw_url: str, name: str, n_trials: int, *, re
     try:
         if not resume:
             _save_spec(store, spec, name, labels)
+        planning.before_study(store, spec, name, labels)
         study = open_study(spec, store, name)
         reap_dead_local_workers(study, store, name)
     finally:
@@ -285,7 +293,7 @@ def resume_study(
     try:
         row = store.require_study(study_name)
         spec = parse_spec_yaml(row.spec_yaml, f"stored spec of {study_name}")
-        check_inputs(spec)
+        planning.before_study(store, spec, study_name, _labels(check_inputs(spec)))
         return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
@@ -340,6 +348,8 @@ def _run(
     # the imports are process start-up, not part of a trial's time, and a Ctrl-C during them
     # leaves no trial behind.
     run = trial_fn or _default_trial_fn()
+    guard = RunGuard()
+    gate = planning.Gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
 
     def objective(trial: optuna.Trial) -> float:
         params = {pname: _suggest(trial, pname, dist) for pname, dist in dists.items()}
@@ -355,17 +365,21 @@ def _run(
             progress.evaluated(step, value)
             return trial.should_prune()
 
-        twin = store.infeasible_twin(name, params)
-        if twin is not None:
+        skip = gate.before(trial.number, params) if gate is not None else None
+        twin = store.infeasible_twin(name, params) if skip is None else None
+        if skip is not None:
+            result = skip
+        elif twin is not None:
             # OOM and divergence are properties of the point: never spend a trial on it again.
             why = f"not run: trial {twin['trial_number']} with the same params ended {twin['state']}"
             result = TrialResult(state=TrialState(twin["state"]), error=why)
         else:
             result = run(trial_config(spec, params, cache_dir), report, stop.event)
+        guard.observe(result)
         return _conclude(study, store, name, trial, params, result, spec, progress)
 
     with stop.installed():
-        while not stop.event.is_set():
+        while not stop.event.is_set() and guard.stop is None:
             done = store.count_finished(name)
             if done >= total:
                 break
@@ -386,9 +400,17 @@ def _run(
                     raise
             ran += 1
     progress.close()
+    planning.final_stop(store, name, guard, stop.event.is_set())
     best = store.best(name)
     return RunSummary(
-        name, store.count_finished(name), total, ran, stop.event.is_set(), best["score"] if best else None
+        name,
+        store.count_finished(name),
+        total,
+        ran,
+        stop.event.is_set(),
+        best["score"] if best else None,
+        guard.stop.reason if guard.stop else None,
+        guard.stop.exit_code if guard.stop else 0,
     )
 
 
@@ -414,7 +436,8 @@ def _conclude(
         progress.trial_finished(trial.number, state, None)
         raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
     if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
-        _requeue_after_finish(study, store, name, trial, params, state)
+        if not result.spec_error:  # a property of the spec fails every retry the same way
+            _requeue_after_finish(study, store, name, trial, params, state)
         progress.trial_finished(trial.number, state, None)
         raise _TrialFailed(result.error or state.value)
     progress.trial_finished(trial.number, state, result.score)

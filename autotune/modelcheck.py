@@ -25,7 +25,14 @@ TINY_POSITIONS = 2048  # autotune.worker.models.build_tiny's max_position_embedd
 # name it max_position_embeddings, GPT-2 n_positions, MPT max_seq_len.
 _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len")
 # A tokenizer loads from one of these (transformers' tokenization_utils file names).
-_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,9 @@ def _hub_config(name: str, revision: str | None) -> dict[str, Any]:
     try:
         return _read_config(Path(hf_hub_download(name, "config.json", revision=revision)), name)
     except Exception as err:  # huggingface_hub raises many types: each is one user line
-        raise SpecError(f"model.name: '{name}': cannot fetch config.json from the hub ({err.__class__.__name__})") from None
+        raise SpecError(
+            f"model.name: '{name}': cannot fetch config.json from the hub ({err.__class__.__name__})"
+        ) from None
 
 
 def check_model(spec: StudySpec) -> ModelFacts:

@@ -16,8 +16,8 @@ _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".txt", ".text",
 
 
 def _looks_like_path(value: str) -> bool:
-    return value.startswith(("./", "../", ".\\", "..\\")) or value in (".", "..") or value.lower().endswith(
-        _FILE_SUFFIXES
+    return (
+        value.startswith(("./", "../", ".\\", "..\\")) or value in (".", "..") or value.lower().endswith(_FILE_SUFFIXES)
     )
 
 

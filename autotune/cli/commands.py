@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from autotune.cli.outcome import finish_run, with_limits
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
 from autotune.spec import SpecError
@@ -31,10 +32,12 @@ EXPORT_COLUMNS = (
     "score",
     "accuracy",
     "wall_time_s",
+    "predicted_time_s",
     "setup_time_s",
     "train_time_s",
     "eval_time_s",
     "peak_memory_mb",
+    "predicted_memory_mb",
     "memory_kind",
     "samples_per_s",
     "tokens_per_s",
@@ -60,6 +63,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "export": cmd_export,
         "validate": cmd_validate,
         "db": cmd_db,
+        "estimate": cmd_estimate,
     }[args.command]
     return handler(args)
 
@@ -67,15 +71,6 @@ def dispatch(args: argparse.Namespace) -> int:
 def _positive(n: int | None, flag: str) -> None:
     if n is not None and n < 1:
         raise SpecError(f"{flag} must be at least 1, got {n}")
-
-
-def _summary_line(s: Any, url: str) -> str:
-    best = "-" if s.best_score is None else f"{s.best_score:.4f}"
-    state = "interrupted" if s.interrupted else "done"
-    return (
-        f"study '{s.study_name}': {s.finished}/{s.total} trials finished ({state}), best score {best}; "
-        f"see `autotune best {s.study_name} --storage {redact(url)}`"
-    )
 
 
 def _cpu_only(devices: str) -> None:
@@ -87,7 +82,7 @@ def _cpu_only(devices: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from autotune.spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = with_limits(load_spec(args.spec), args)
     _positive(args.n_trials, "--n-trials")
     _positive(args.workers, "--workers")
     url = resolve_url(args.storage)
@@ -115,8 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
         cache_dir=args.cache_dir,
     )
-    print(_summary_line(s, url), file=sys.stderr)
-    return 130 if s.interrupted else 0
+    return finish_run(s, url)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -141,8 +135,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     s = driver.resume_study(
         url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
     )
-    print(_summary_line(s, url), file=sys.stderr)
-    return 130 if s.interrupted else 0
+    return finish_run(s, url)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -153,8 +146,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     s = driver.resume_study(
         url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
     )
-    print(_summary_line(s, url), file=sys.stderr)
-    return 130 if s.interrupted else 0
+    return finish_run(s, url)
 
 
 def _open_existing(url: str, study: str) -> Any:
@@ -262,7 +254,9 @@ def cmd_trials(args: argparse.Namespace) -> int:
             "train_loss",
             "accuracy",
             "wall_time_s",
+            "predicted_time_s",
             "peak_memory_mb",
+            "predicted_memory_mb",
         )
         print(render_table([{c: r[c] for c in cols} for r in recs], cols))
     return 0
@@ -306,6 +300,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             print(f"{path}: ok (study '{spec.name}')")
     return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from autotune.cli.estimate import run_estimate
+
+    return run_estimate(args)
 
 
 def cmd_db(args: argparse.Namespace) -> int:

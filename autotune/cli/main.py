@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from autotune import __version__
+from autotune.cli.estimate import add_estimate_parser, add_limit_args
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1: one worker per GPU")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    add_limit_args(p)
 
     p = sub.add_parser("resume", help="continue a stored study until it holds --n-trials finished trials")
     p.add_argument("study", help="study name")
@@ -92,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     _storage_arg(q)
     q = dsub.add_parser("current", help="show the revision of autotune's tables")
     _storage_arg(q)
+    add_estimate_parser(sub)
     return parser
 
 

@@ -36,6 +36,19 @@ BYTES_PER_TRAINABLE = 16  # fp32 weight + gradient + two AdamW moments (see the 
 MB = 2**20
 
 
+def space_values(spec: Any, name: str) -> list[int]:
+    """Every value of an integer dimension: its choices, or a range's ends and a few points
+    between (geometric for a log range, else even)."""
+    rng = getattr(spec.search, name)
+    if rng.choices is not None:
+        return sorted(int(v) for v in rng.choices)
+    lo, hi = int(rng.low), int(rng.high)
+    pts = np.geomspace(lo, hi, 5) if rng.log else np.linspace(lo, hi, 5)
+    step = int(rng.step or 1)
+    vals = {lo, hi} | {max(lo, min(hi, lo + step * round((float(p) - lo) / step))) for p in pts}
+    return sorted(vals)
+
+
 @dataclass(frozen=True)
 class BatchFacts:
     """Exact token counts of a trial at one batch size, from the data and its batch order."""
@@ -81,16 +94,16 @@ class Calibration:
 
 
 def _fit3(x_tok: np.ndarray, x_rtok: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Least squares y = k0 + k1 * tok + k2 * r * tok with k1, k2 >= 0 (a slope below zero is noise:
-    that term is dropped and the rest refitted)."""
+    """Least squares y = k0 + k1 * tok + k2 * r * tok with every k >= 0 (a coefficient below zero is
+    noise, e.g. timings on a loaded machine: that term is dropped and the rest refitted)."""
     cols = [np.ones_like(y), x_tok, x_rtok]
     active = [0, 1, 2]
     while True:
         a = np.stack([cols[i] for i in active], axis=1)
         sol, *_ = np.linalg.lstsq(a, y, rcond=None)
         coef = dict(zip(active, sol.tolist(), strict=True))
-        neg = [i for i in active if i > 0 and coef[i] < 0]
-        if not neg:
+        neg = [i for i in active if coef[i] < 0]
+        if not neg or len(active) == 1:
             return coef.get(0, 0.0), coef.get(1, 0.0), coef.get(2, 0.0)
         active.remove(neg[0])
 

@@ -19,7 +19,7 @@ import numpy as np
 import psutil
 import torch
 
-from autotune.estimate.model import BatchFacts, Calibration, ProbePoint
+from autotune.estimate.model import BatchFacts, Calibration, ProbePoint, space_values
 from autotune.spec import StudySpec
 from autotune.trial import TrialConfig, trial_config
 from autotune.worker import data as wdata
@@ -28,19 +28,6 @@ from autotune.worker.memory import MemoryMeter
 from autotune.worker.precision import Precision, pick_device, pick_precision
 
 PROBE_STEPS = 4  # the first is a warm-up (allocator, kernels); the step time is the mean of the rest
-
-
-def space_values(spec: StudySpec, name: str) -> list[int]:
-    """Every value of an integer dimension: its choices, or a range's ends and a few points
-    between (geometric for a log range, else even)."""
-    rng = getattr(spec.search, name)
-    if rng.choices is not None:
-        return sorted(int(v) for v in rng.choices)
-    lo, hi = int(rng.low), int(rng.high)
-    pts = np.geomspace(lo, hi, 5) if rng.log else np.linspace(lo, hi, 5)
-    step = int(rng.step or 1)
-    vals = {lo, hi} | {max(lo, min(hi, lo + step * round((float(p) - lo) / step))) for p in pts}
-    return sorted(vals)
 
 
 def batch_facts(split: wdata.TokenizedData, c: TrialConfig) -> BatchFacts:
@@ -90,7 +77,11 @@ def _probe(
         n_trainable = sum(p.numel() for p in trainable)
         fused = device.type == "cuda"
         opt = torch.optim.AdamW(
-            trainable, lr=c.learning_rate, weight_decay=c.weight_decay, fused=fused or None, foreach=None if fused else True
+            trainable,
+            lr=c.learning_rate,
+            weight_decay=c.weight_decay,
+            fused=fused or None,
+            foreach=None if fused else True,
         )
         scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
         model.train()

@@ -33,6 +33,14 @@ def save_prediction(store: Store, name: str, number: int, memory_mb: float | Non
         )
 
 
+def mark_not_run(store: Store, name: str, number: int) -> None:
+    """This trial was stopped by its prediction before any training: it does not count."""
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(not_run=True)
+        )
+
+
 def most_common_error(store: Store, name: str) -> tuple[str, int] | None:
     """The first line of the error most trials of the study ended with, and how many."""
     with store.engine.connect() as conn:

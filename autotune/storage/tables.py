@@ -78,6 +78,7 @@ trials = Table(
     Column("finished_at", DateTime(timezone=True), nullable=True),
     Column("predicted_memory_mb", Float, nullable=True),  # from `autotune estimate`'s model (0003_plan)
     Column("predicted_time_s", Float, nullable=True),
+    Column("not_run", Boolean, nullable=True),  # stopped by its prediction; not counted toward n_trials
     UniqueConstraint("study_name", "trial_number"),
 )
 

@@ -37,8 +37,8 @@ from autotune.worker.models import (
     resolve_target_modules,
     tiny_tokenizer,
 )
-from autotune.worker.spec_errors import is_spec_property
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
+from autotune.worker.spec_errors import is_spec_property
 
 
 class _Stop(Exception):

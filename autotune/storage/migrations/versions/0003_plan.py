@@ -22,10 +22,12 @@ def upgrade() -> None:
     with op.batch_alter_table("autotune_trials") as batch:
         batch.add_column(sa.Column("predicted_memory_mb", sa.Float(), nullable=True))
         batch.add_column(sa.Column("predicted_time_s", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("not_run", sa.Boolean(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("autotune_trials") as batch:
+        batch.drop_column("not_run")
         batch.drop_column("predicted_time_s")
         batch.drop_column("predicted_memory_mb")
     with op.batch_alter_table("autotune_studies") as batch:
