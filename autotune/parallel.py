@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from types import FrameType
 
 from autotune import driver
+from autotune.cli.outcome import best_hint
+from autotune.guard import EXIT_STOPPED
 from autotune.spec import SpecError, StudySpec
-from autotune.storage import ENV_VAR, Store, redact
+from autotune.storage import ENV_VAR, Store
 
 POLL_S = 0.5
 MAX_RESTARTS_PER_WORKER = 20  # a worker that keeps dying (a bug, not a kill) must not loop forever
@@ -152,9 +154,9 @@ def supervise(
                 if rc is None:
                     alive += 1
                     continue
-                if rc == 2:
-                    failed_user_error = True  # the worker printed its one-line error
-                died = rc != 0 and rc != 2 and not state["stopping"]
+                if rc in (2, EXIT_STOPPED):
+                    failed_user_error = True  # the worker printed its one line (a spec error or a stop)
+                died = rc not in (0, 2, EXIT_STOPPED) and not state["stopping"]
                 if died and w.restarts < MAX_RESTARTS_PER_WORKER and store.count_finished(name) < total:
                     w.restarts += 1
                     print(f"autotune: worker {w.index} exited with {rc}; restarting it", file=sys.stderr)
@@ -174,7 +176,7 @@ def supervise(
     best_txt = "-" if best is None else f"{best['score']:.4f}"
     print(
         f"study '{name}': {finished}/{total} trials finished with {len(pool)} workers, best score {best_txt}; "
-        f"see `autotune best {name} --storage {redact(url)}`",
+        best_hint(name, url),
         file=sys.stderr,
     )
     if failed_user_error:
