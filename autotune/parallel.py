@@ -176,7 +176,7 @@ def supervise(
     best_txt = "-" if best is None else f"{best['score']:.4f}"
     print(
         f"study '{name}': {finished}/{total} trials finished with {len(pool)} workers, best score {best_txt}; "
-        best_hint(name, url),
+        + best_hint(name, url),
         file=sys.stderr,
     )
     if failed_user_error:

@@ -14,7 +14,7 @@ from autotune.storage.url import redact
 
 EXIT_SPEC_ERROR = 2
 _UNITS_S: dict[str, float] = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
-_UNITS_MB: dict[str, float] = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024, "k": 1 / 1024, "kb": 1 / 1024}
+_UNITS_MB: dict[str, float] = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024}
 
 
 def best_hint(name: str, url: str) -> str:
