@@ -349,7 +349,7 @@ def _run(
     # leaves no trial behind.
     run = trial_fn or _default_trial_fn()
     guard = RunGuard()
-    gate = planning.Gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
+    gate = planning.make_gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
 
     def objective(trial: optuna.Trial) -> float:
         params = {pname: _suggest(trial, pname, dist) for pname, dist in dists.items()}

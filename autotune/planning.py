@@ -113,6 +113,21 @@ class Gate:
         )
 
 
+def make_gate(spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> Gate | None:
+    """The Gate, or None when the calibration probe itself fails (an OOM at the largest config,
+    a model the probe cannot train): the study then runs without predictions, as before."""
+    import sys
+
+    try:
+        return Gate(spec, store, name, guard, cache_dir)
+    except Exception as err:  # the probe is an optimisation: its failure must not stop the study
+        first = (str(err).splitlines() or [""])[0][:160]
+        print(
+            f"autotune: calibration probe failed ({err.__class__.__name__}: {first}); no predictions", file=sys.stderr
+        )
+        return None
+
+
 def final_stop(store: Store, name: str, guard: RunGuard, interrupted: bool) -> None:
     """No complete trial at all when the run ends: exit non-zero with the most common error."""
     from autotune.storage.plan import count_complete, most_common_error
