@@ -7,6 +7,7 @@ empty split is one clear line (``DataError``) rather than a failed trial.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
 from dataclasses import dataclass
@@ -117,10 +118,29 @@ def _detect_format(path: Path, fmt: str) -> str:
     raise DataError(f"{path}: cannot tell the format from the name; set data.format to jsonl, csv or text")
 
 
-def _read_file(path: Path, fmt: str) -> list[Record]:
+def _csv_dialect(path: Path, sample: str, delimiter: str | None) -> type[csv.Dialect] | csv.Dialect | str:
+    """The CSV dialect: the delimiter given in the spec, else sniffed from the file's start (a
+    spreadsheet in a comma-decimal locale saves ';'), else the suffix's default."""
+    default = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
+    if delimiter is not None:
+
+        class Given(csv.excel):
+            pass
+
+        Given.delimiter = delimiter
+        return Given
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|")
+    except csv.Error:
+        return default
+
+
+def _read_file(path: Path, fmt: str, delimiter: str | None = None) -> list[Record]:
+    # utf-8-sig: a file saved by a spreadsheet starts with a byte order mark, which would otherwise
+    # become part of the first column's name ("\ufefftext").
     try:
         if fmt == "jsonl":
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
             if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
                 rows = json.loads(text)
             else:
@@ -135,13 +155,14 @@ def _read_file(path: Path, fmt: str) -> list[Record]:
                 raise DataError(f"{path}: every JSON line must be an object")
             return rows
         if fmt == "csv":
-            with path.open(newline="", encoding="utf-8") as fh:
-                dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
-                return [dict(r) for r in csv.DictReader(fh, dialect=dialect)]
+            with path.open(newline="", encoding="utf-8-sig") as fh:
+                text = fh.read()
+            dialect = _csv_dialect(path, text[: 64 * 1024], delimiter)
+            return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""), dialect=dialect)]
         if fmt == "text":
             # One example per blank-line-separated paragraph; a file with no blank lines gives
             # one example per line.
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
             paras = [p.strip() for p in text.split("\n\n") if p.strip()]
             if len(paras) <= 1:
                 paras = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -173,7 +194,7 @@ def _read_hf(source: str, split: str) -> list[Record]:
     return [dict(r) for r in ds]
 
 
-def _read_source(source: str, fmt: str, split: str = "train") -> list[Record]:
+def _read_source(source: str, fmt: str, split: str = "train", delimiter: str | None = None) -> list[Record]:
     path = Path(source)
     looks_like_hub_name = (
         "/" in source and not source.startswith((".", "/", "~")) and path.suffix.lower() not in _FILE_SUFFIXES
@@ -185,7 +206,7 @@ def _read_source(source: str, fmt: str, split: str = "train") -> list[Record]:
     real = _detect_format(path, fmt)
     if real == "hf":
         return _read_hf(source, split)
-    return _read_file(path, real)
+    return _read_file(path, real, delimiter)
 
 
 # ---------------------------------------------------------------- checks and splits
@@ -220,6 +241,7 @@ def load_data(task: str, data: DataSpec, seed: int) -> Examples:
         validation_fraction=data.validation_fraction,
         max_examples=data.max_examples,
         seed=seed,
+        delimiter=data.delimiter,
     )
 
 
@@ -237,17 +259,18 @@ def load_examples(
     validation_fraction: float,
     max_examples: int | None,
     seed: int,
+    delimiter: str | None = None,
 ) -> Examples:
     """Load, check and split the examples; raises DataError with one line on bad input."""
     if source.startswith("builtin:"):
         rows = _builtin(source.removeprefix("builtin:"), seed)
     else:
-        rows = _read_source(source, fmt)
+        rows = _read_source(source, fmt, delimiter=delimiter)
     val_rows: list[Record] | None = None
     if validation is not None:
         vpath = Path(validation)
         if vpath.exists() and vpath.is_file():
-            val_rows = _read_file(vpath, _detect_format(vpath, "auto" if fmt == "hf" else fmt))
+            val_rows = _read_file(vpath, _detect_format(vpath, "auto" if fmt == "hf" else fmt), delimiter)
         elif Path(source).is_dir() or fmt == "hf" or not Path(source).exists():
             val_rows = _read_source(source, "hf", split=validation)
         else:

@@ -19,7 +19,8 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-from autotune import optuna_private, recovery, study_setup
+from autotune import optuna_private, planning, recovery, study_setup
+from autotune.guard import RunGuard
 from autotune.inputs import check_inputs
 from autotune.progress import Progress
 from autotune.search_space import distributions
@@ -61,6 +62,7 @@ def run_study(
     store = Store.open(raw_url, create=True)
     try:
         study_setup.save_spec(store, spec, name, labels)
+        planning.before_study(store, spec, name, labels)
         return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
@@ -81,7 +83,7 @@ def resume_study(
     store = study_setup.open_existing_study(raw_url, study_name)
     try:
         spec = study_setup.load_stored_spec(store, study_name)
-        check_inputs(spec)
+        planning.before_study(store, spec, study_name, study_setup.labels_of(check_inputs(spec)))
         return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:
         store.close()
@@ -120,6 +122,8 @@ class _Loop:
     cache_dir: str | None
     seed: int
     total: int
+    guard: RunGuard
+    gate: planning.Gate | None
     duplicates_in_a_row: int = 0
     _lock: contextlib.ExitStack | None = None
 
@@ -164,7 +168,13 @@ class _Loop:
             self.progress.evaluated(step, value)
             return trial.should_prune()
 
-        result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
+        # A config predicted not to fit (or to overrun the time budget) is stored without training.
+        skip = self.gate.before(trial.number, params) if self.gate is not None else None
+        if skip is not None:
+            result = skip
+        else:
+            result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
+        self.guard.observe(result)
         return _conclude(self, trial, params, result)
 
 
@@ -189,10 +199,16 @@ def _run(
     # the imports are process start-up, not part of a trial's time, and a Ctrl-C during them
     # leaves no trial behind.
     run = trial_fn or _default_trial_fn()
-    loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total)
+    guard = RunGuard()
+    # Predictions need a calibration probe on the real worker; a stand-in trial_fn (benchmarks of
+    # the driver alone, tests) runs without them.
+    gate = planning.make_gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
+    loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate)
     ran = 0
     with loop.stop.installed():
-        while not loop.stop.event.is_set() and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW:
+        while (
+            not loop.stop.event.is_set() and guard.stop is None and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW
+        ):
             work = loop.reserve()
             if work is None:
                 time.sleep(WAIT_POLL_S)
@@ -210,9 +226,17 @@ def _run(
                 loop.release()  # if the ask itself failed, the lock is still ours
             ran += 1
     progress.close()
+    planning.final_stop(store, name, guard, loop.stop.event.is_set())
     row = store.best(name)
     return RunSummary(
-        name, store.count_finished(name), total, ran, loop.stop.event.is_set(), row["score"] if row else None
+        name,
+        store.count_finished(name),
+        total,
+        ran,
+        loop.stop.event.is_set(),
+        row["score"] if row else None,
+        stop_reason=guard.stop.reason if guard.stop else None,
+        stop_code=guard.stop.exit_code if guard.stop else None,
     )
 
 
@@ -240,7 +264,8 @@ def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: 
         progress.trial_finished(trial.number, state, None)
         raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
     if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
-        recovery.requeue_after_finish(loop.study, store, name, trial, params, state)
+        if not result.spec_error:  # a property of the spec fails every retry the same way
+            recovery.requeue_after_finish(loop.study, store, name, trial, params, state)
         progress.trial_finished(trial.number, state, None)
         raise _TrialFailed(result.error or state.value)
     progress.trial_finished(trial.number, state, result.score)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from autotune import study_setup
 from autotune.progress import finished_line, make_bar
-from autotune.session import EXIT_USER_ERROR, RunSummary, TwoStageStop
+from autotune.session import EXIT_STOPPED, EXIT_USER_ERROR, RunSummary, TwoStageStop
 from autotune.spec import SpecError, StudySpec
 from autotune.storage import ENV_VAR, Store
 
@@ -144,7 +144,7 @@ def supervise(
     stop = TwoStageStop(on_first=forward, on_second=kill)
     store = Store.open(url, create=True)
     view = _View(store, name, total, show_progress)
-    user_error = False
+    user_error = stopped = False
     try:
         with stop.installed():
             for w in pool:
@@ -158,7 +158,8 @@ def supervise(
                         running += 1
                         continue
                     user_error = user_error or rc == EXIT_USER_ERROR  # the worker printed its one line
-                    died = rc not in (0, EXIT_USER_ERROR) and not stop.event.is_set()
+                    stopped = stopped or rc == EXIT_STOPPED  # a repeated crash or a prediction: its line too
+                    died = rc not in (0, EXIT_USER_ERROR, EXIT_STOPPED) and not stop.event.is_set()
                     if died and w.restarts < MAX_RESTARTS_PER_WORKER and store.count_finished(name) < total:
                         w.restarts += 1
                         print(f"autotune: worker {w.index} exited with {rc}; restarting it", file=sys.stderr)
@@ -173,7 +174,18 @@ def supervise(
         view.close()
         store.close()
     best_score = None if best is None else best["score"]
-    return RunSummary(name, finished, total, 0, stop.event.is_set(), best_score, len(pool), user_error)
+    return RunSummary(
+        name,
+        finished,
+        total,
+        0,
+        stop.event.is_set(),
+        best_score,
+        len(pool),
+        user_error,
+        stop_reason="a worker stopped the run (its reason is printed above)" if stopped else None,
+        stop_code=EXIT_STOPPED if stopped else None,
+    )
 
 
 class _View:

@@ -16,6 +16,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_UNFINISHED = 1  # the study stopped short of its total without a user error or an interrupt
 EXIT_USER_ERROR = 2
+EXIT_STOPPED = 3  # stopped early by a repeated identical crash or by predictions (autotune.guard)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
@@ -59,12 +60,14 @@ class RunSummary:
     best_score: float | None
     workers: int = 1
     user_error: bool = False  # a worker process exited with a one-line user error
+    stop_reason: str | None = None  # why the run ended early (autotune.guard: a spec error, a
+    stop_code: int | None = None  # repeated crash, a prediction, no complete trial) and its exit
 
 
 def summary_line(s: RunSummary, shown_url: str) -> str:
     """The line printed when a run ends; ``shown_url`` must already be redacted."""
     best = "-" if s.best_score is None else f"{s.best_score:.4f}"
-    state = "interrupted" if s.interrupted else "done"
+    state = "interrupted" if s.interrupted else "stopped" if s.stop_reason else "done"
     with_workers = f" with {s.workers} workers" if s.workers > 1 else ""
     hint = shlex.join(["autotune", "best", s.study_name, "--storage", shown_url])
     return (
@@ -78,4 +81,6 @@ def exit_code(s: RunSummary) -> int:
         return EXIT_USER_ERROR
     if s.interrupted:
         return EXIT_INTERRUPTED
+    if s.stop_code is not None:
+        return s.stop_code
     return EXIT_OK if s.finished >= s.total else EXIT_UNFINISHED

@@ -56,6 +56,7 @@ class DataSpec(_Strict):
     validation_fraction: float = Field(0.1, gt=0.0, lt=1.0)
     max_length: int = Field(128, ge=8)
     max_examples: int | None = Field(None, ge=1)
+    delimiter: str | None = Field(None, min_length=1, max_length=1, description="CSV delimiter; sniffed when unset")
 
     @model_validator(mode="after")
     def _prompt_pair(self) -> DataSpec:
@@ -194,6 +195,8 @@ class BudgetSpec(_Strict):
     evals: int = Field(4, ge=1, le=100, description="evaluations at evenly spaced fractions of the budget")
     max_eval_examples: int | None = Field(None, ge=1)
     timeout_s: float | None = Field(None, gt=0)
+    memory_limit_mb: float | None = Field(None, gt=0, description="configs predicted above this are not run")
+    study_time_s: float | None = Field(None, gt=0, description="no trial starts whose predicted time would overrun")
 
 
 class ObjectiveSpec(_Strict):
@@ -328,4 +331,6 @@ def load_spec(path: str | Path) -> StudySpec:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(f"{p}: cannot read spec ({err.__class__.__name__})") from None
-    return parse_spec_yaml(text, str(p))
+    from autotune.spec_paths import resolve_relative
+
+    return resolve_relative(parse_spec_yaml(text, str(p)), p.resolve().parent)

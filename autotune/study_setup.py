@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 from sqlalchemy import event
 
-from autotune import recovery
+from autotune import planning, recovery
 from autotune.datasets import Examples
 from autotune.inputs import check_inputs
 from autotune.samplers import make_pruner, make_sampler
@@ -31,6 +31,8 @@ def labels_of(examples: Examples) -> list[str] | None:
 def spec_core(text: str) -> dict[str, Any]:
     data = parse_spec_yaml(text).model_dump(mode="json")
     data.pop("n_trials", None)
+    for limit in ("study_time_s", "memory_limit_mb"):  # limits of a run, not the study's identity
+        data["budget"].pop(limit, None)
     return data
 
 
@@ -88,6 +90,7 @@ def prepare_study(spec: StudySpec, raw_url: str, name: str, n_trials: int, *, re
     try:
         if not resume:
             save_spec(store, spec, name, labels)
+        planning.before_study(store, spec, name, labels)
         study = open_study(spec, store, name)
         recovery.reap_dead_local_workers(study, store, name)
     finally:

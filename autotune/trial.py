@@ -188,3 +188,6 @@ class TrialResult:
     target_modules: list[str] | None = None
     curve: list[EvalPoint] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
+    # A crash that is a property of the spec (no such target module, a sequence longer than the
+    # model takes): the run stops at once instead of retrying it (autotune.guard).
+    spec_error: bool = False

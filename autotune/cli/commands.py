@@ -12,10 +12,11 @@ from typing import Any
 
 from autotune.cli import use
 from autotune.cli.edges import edge_notes, print_run_notes
+from autotune.cli.outcome import with_limits
 from autotune.cli.report import cmd_report
 from autotune.cli.table import render_table
 from autotune.datasets import DataError
-from autotune.session import RunSummary, exit_code, summary_line
+from autotune.session import EXIT_USER_ERROR, RunSummary, exit_code, summary_line
 from autotune.spec import SEARCH_PARAMS, SpecError
 from autotune.storage.url import StorageError, redact, resolve_url
 
@@ -36,10 +37,12 @@ EXPORT_COLUMNS = (
     "score",
     "accuracy",
     "wall_time_s",
+    "predicted_time_s",
     "setup_time_s",
     "train_time_s",
     "eval_time_s",
     "peak_memory_mb",
+    "predicted_memory_mb",
     "memory_kind",
     "samples_per_s",
     "tokens_per_s",
@@ -67,6 +70,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "validate": cmd_validate,
         "db": cmd_db,
         "train": use.cmd_train,
+        "estimate": cmd_estimate,
     }[args.command]
     return handler(args)
 
@@ -77,7 +81,11 @@ def _positive(n: int | None, flag: str) -> None:
 
 
 def _finish(s: RunSummary, url: str) -> int:
+    if s.stop_code == EXIT_USER_ERROR and s.stop_reason:
+        raise SpecError(s.stop_reason)  # a property of the spec: the one-line user error
     print(summary_line(s, redact(url)), file=sys.stderr)
+    if s.stop_reason:
+        print(f"autotune: {s.stop_reason}", file=sys.stderr)
     print_run_notes(url, s.study_name)  # a best at the edge of a searched range names the bound to widen
     return exit_code(s)
 
@@ -91,7 +99,7 @@ def _cpu_only(devices: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from autotune.spec import load_spec
 
-    spec = load_spec(args.spec)
+    spec = with_limits(load_spec(args.spec), args)
     _positive(args.n_trials, "--n-trials")
     _positive(args.workers, "--workers")
     url = resolve_url(args.storage)
@@ -281,7 +289,9 @@ def cmd_trials(args: argparse.Namespace) -> int:
             "train_loss",
             "accuracy",
             "wall_time_s",
+            "predicted_time_s",
             "peak_memory_mb",
+            "predicted_memory_mb",
         )
         print(render_table([{c: r[c] for c in cols} for r in recs], cols))
     return 0
@@ -327,6 +337,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             print(f"{path}: ok (study '{spec.name}')")
     return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from autotune.cli.estimate import run_estimate
+
+    return run_estimate(args)
 
 
 def cmd_db(args: argparse.Namespace) -> int:

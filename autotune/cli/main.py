@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from autotune import __version__
 from autotune.cli import use
+from autotune.cli.estimate import add_estimate_parser, add_limit_args
 from autotune.session import EXIT_INTERRUPTED, EXIT_USER_ERROR
 
 
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
     p.add_argument("--warm-start", default=None, metavar="STUDY", help="seed a new study with STUDY's finished trials")
+    add_limit_args(p)
 
     p = sub.add_parser("resume", help="continue a stored study until it holds --n-trials finished trials")
     p.add_argument("study", help="study name")
@@ -112,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = dsub.add_parser("current", help="show the revision of autotune's tables")
     _storage_arg(q)
     use.add_train_parser(sub)
+    add_estimate_parser(sub)
     return parser
 
 

@@ -276,14 +276,20 @@ class Store:
 
     def count_finished(self, name: str) -> int:
         """Trials that count toward the study's total: finished states, plus crashes whose
-        retries are spent. Interrupted and re-queued trials do not count: their re-run will."""
+        retries are spent. Interrupted and re-queued trials do not count: their re-run will; nor
+        do configs stopped by their memory prediction before any training."""
         counted = [s.value for s in FINISHED_STATES] + [TrialState.CRASHED.value]
         with self._tx(write=False) as conn:
             return int(
                 conn.execute(
                     select(func.count())
                     .select_from(trials)
-                    .where(trials.c.study_name == name, trials.c.state.in_(counted), trials.c.requeued.is_(False))
+                    .where(
+                        trials.c.study_name == name,
+                        trials.c.state.in_(counted),
+                        trials.c.requeued.is_(False),
+                        trials.c.not_run.is_not(True),  # skipped by its prediction (autotune.planning)
+                    )
                 ).scalar_one()
             )
 

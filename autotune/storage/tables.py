@@ -40,6 +40,7 @@ studies = Table(
     Column("autotune_version", String(32), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("data_fingerprint", JSON, nullable=True),  # {field: {path, size, sha256}} (0003_plan)
 )
 
 trials = Table(
@@ -79,6 +80,9 @@ trials = Table(
     Column("duplicate_of", Integer, nullable=True),  # state duplicate: the trial whose result it shares
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("predicted_memory_mb", Float, nullable=True),  # from `autotune estimate`'s model (0003_plan)
+    Column("predicted_time_s", Float, nullable=True),
+    Column("not_run", Boolean, nullable=True),  # stopped by its prediction; not counted toward n_trials
     UniqueConstraint("study_name", "trial_number"),
 )
 

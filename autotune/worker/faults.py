@@ -8,6 +8,8 @@ interrupt mid-trial) set this variable instead. Comma-separated rules, each ``KI
     oom@once=/tmp/flag  the first step anywhere that finds no file /tmp/flag (then creates it)
     nan@batch_size=16   the loss becomes NaN
     slow=0.05           every step sleeps 0.05 s (a trial long enough to kill mid-way)
+    crash               every training step raises RuntimeError("injected crash") (the same message
+                        each time: the driver's repeated-crash stop)
 
 Unset (the normal case) it costs one dict lookup per trial.
 """
@@ -31,17 +33,18 @@ class Faults:
     nan: bool = False
     slow_s: float = 0.0
     once_flag: str | None = None
+    crash: bool = False
 
     @property
     def active(self) -> bool:
-        return self.oom or self.nan or self.slow_s > 0
+        return self.oom or self.nan or self.slow_s > 0 or self.crash
 
 
 def faults_for(config: TrialConfig) -> Faults:
     raw = os.environ.get(ENV_VAR, "").strip()
     if not raw:
         return Faults()
-    oom = nan = False
+    oom = nan = crash = False
     slow = 0.0
     once: str | None = None
     for rule in raw.split(","):
@@ -59,12 +62,16 @@ def faults_for(config: TrialConfig) -> Faults:
             nan = True
         elif kind == "slow":
             slow = float(value or 0.05)
-    return Faults(oom=oom, nan=nan, slow_s=slow, once_flag=once)
+        elif kind == "crash":
+            crash = True
+    return Faults(oom=oom, nan=nan, slow_s=slow, once_flag=once, crash=crash)
 
 
 def before_step(f: Faults) -> None:
     if f.slow_s:
         time.sleep(f.slow_s)
+    if f.crash:
+        raise RuntimeError("injected crash (AUTOTUNE_FAULTS)")
     if f.oom:
         if f.once_flag is not None:
             if os.path.exists(f.once_flag):

@@ -39,6 +39,7 @@ from autotune.worker.models import (
     wrapped_modules,
 )
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
+from autotune.worker.spec_errors import is_spec_property
 
 
 class _Stop(Exception):
@@ -229,6 +230,7 @@ def run_trial(
     except Exception as err:  # a crash is data: keep the message, let the study go on
         result.state = TrialState.CRASHED
         result.error = f"{err.__class__.__name__}: {err}"[:500] + "\n" + traceback.format_exc(limit=3)[-1500:]
+        result.spec_error = is_spec_property(err)
     # Release memory outside the except block: the traceback would otherwise pin the tensors.
     if model is not None:
         try:

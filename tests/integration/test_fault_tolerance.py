@@ -192,9 +192,11 @@ def test_r4_oom_recoverable_and_persistent(
     states = [r["state"] for r in store.trials("r4b")]
     errors = {r["error"].split(":")[0] for r in store.trials("r4b")}
     figure = f"R4 persistent: exit {code}, states {states}, errors {errors}"
-    assert code == 0, figure
+    # No trial completed: the run says so and exits 1 (issue 13), the OOMs stay stored.
+    assert code == 1, figure
     assert states == ["oom"] * 3, figure
     assert errors == {"out of memory"}, figure
+    assert "no trial completed; most common error: out of memory" in err, err
     code, _, err = cli("best", "r4b", "--storage", db_url)
     assert code == 2, err
     assert "no complete trial" in err, err

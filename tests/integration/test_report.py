@@ -136,7 +136,7 @@ def test_one_trial_only_failures_and_nothing(
 
     monkeypatch.setenv("AUTOTUNE_FAULTS", "oom")
     spec = write_spec(tiny_spec(name="doomed", n_trials=2), "doomed.yaml")
-    assert cli("run", str(spec), "--storage", db_url, "--no-progress")[0] == 0
+    assert cli("run", str(spec), "--storage", db_url, "--no-progress")[0] == 1  # no trial completed
     code, _, err = cli("report", "doomed", "--storage", db_url, "--out", str(tmp_path / "doomed.html"))
     assert code == 0, err
     html = (tmp_path / "doomed.html").read_text()

@@ -17,6 +17,7 @@ COMMANDS = [
     "export",
     "report",
     "train",
+    "estimate",
     "validate",
     "db",
     "db upgrade",

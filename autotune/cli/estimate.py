@@ -1,0 +1,126 @@
+"""``autotune estimate SPEC``: every (rank, batch size) of the search space with its predicted peak
+memory, step time and trial time, what does not fit, and the whole study's predicted time.
+
+The base model loads once and a short calibration probe runs (autotune.estimate.probe); torch is
+imported only then, so this module stays light for ``autotune --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, replace
+from typing import Any
+
+
+def add_limit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--memory-limit",
+        default=None,
+        metavar="SIZE",
+        help="configs predicted above this peak memory (e.g. 20GiB) are not run (default: the spec's "
+        "budget.memory_limit_mb, else the device's)",
+    )
+    p.add_argument(
+        "--time-budget",
+        default=None,
+        metavar="DURATION",
+        help="no trial starts whose predicted time would overrun this (e.g. 30m; default: budget.study_time_s)",
+    )
+
+
+def add_estimate_parser(sub: Any) -> None:
+    p = sub.add_parser("estimate", help="predict each config's peak memory and time before a study")
+    p.add_argument("spec", help="study spec (YAML)")
+    p.add_argument("--memory-limit", default=None, metavar="SIZE", help="mark configs above this (e.g. 20GiB)")
+    p.add_argument("--workers", type=int, default=1, help="workers the study would run with (default: 1)")
+    p.add_argument("--n-trials", type=int, default=None, help="trials in the study (default: the spec's n_trials)")
+    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+
+
+def run_estimate(args: argparse.Namespace) -> int:
+    from autotune.cli.outcome import with_limits
+    from autotune.estimate.model import CostModel, expected_fraction, space_values, study_time_s
+    from autotune.inputs import check_inputs
+    from autotune.planning import memory_limit_mb
+    from autotune.preflight import preflight
+    from autotune.spec import SpecError, load_spec
+
+    spec = with_limits(load_spec(args.spec), args)
+    for flag, n in (("--workers", args.workers), ("--n-trials", args.n_trials)):
+        if n is not None and n < 1:
+            raise SpecError(f"{flag} must be at least 1, got {n}")
+    examples = check_inputs(spec)
+    preflight(spec, list(examples.labels) if examples.labels else None)
+
+    from autotune.estimate.probe import calibrate  # torch: only now
+
+    cal = calibrate(spec, args.cache_dir)
+    model = CostModel(cal)
+    limit, source = memory_limit_mb(spec, cal)
+    preds = []
+    for r in space_values(spec, "rank"):
+        for b in space_values(spec, "batch_size"):
+            p = model.predict(r, b)
+            preds.append(replace(p, fits=None if limit is None else p.peak_memory_mb <= limit))
+    pr = spec.pruner
+    fraction = expected_fraction(pr.name, spec.budget.evals, pr.min_resource, pr.reduction_factor, pr.n_warmup_steps)
+    n_trials = args.n_trials or spec.n_trials
+    total = study_time_s(preds, n_trials, fraction, args.workers)
+    if args.format == "json":
+        out = {
+            "name": spec.name,
+            "device": cal.device,
+            "memory_kind": cal.memory_kind,
+            "memory_limit_mb": limit,
+            "memory_limit_source": source,
+            "configs": [asdict(p) for p in preds],
+            "study": {
+                "n_trials": n_trials,
+                "workers": args.workers,
+                "expected_budget_fraction": fraction,
+                "predicted_time_s": total,
+            },
+            "probe_s": cal.probe_s,
+            "fit": {"memory_mb": list(model.mem), "step_s": list(model.time)},
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    _print_table(preds, limit, source, cal)
+    n_fit = sum(1 for p in preds if p.fits is not False)
+    print(
+        f"\n{n_fit}/{len(preds)} configs fit. Study: {n_trials} trials with {args.workers} worker(s), "
+        f"{spec.pruner.name} pruning (expected {fraction:.0%} of each trial's budget): about "
+        f"{_duration(total)} (probe took {cal.probe_s:.0f} s)"
+    )
+    return 0
+
+
+def _print_table(preds: list[Any], limit: float | None, source: str, cal: Any) -> None:
+    from autotune.cli.table import render_table
+
+    rows = [
+        {
+            "rank": p.rank,
+            "batch_size": p.batch_size,
+            "peak_memory_mb": round(p.peak_memory_mb, 1),
+            "step_s": round(p.step_s, 3),
+            "train_s": round(p.train_time_s, 1),
+            "trial_s": round(p.trial_time_s, 1),
+            "fits": "-" if p.fits is None else "yes" if p.fits else "NO",
+        }
+        for p in preds
+    ]
+    where = "no limit" if limit is None else f"limit {limit:.0f} MB ({source})"
+    print(f"predicted on {cal.device} ({cal.memory_kind}), {where}", file=sys.stderr)
+    print(render_table(rows, ("rank", "batch_size", "peak_memory_mb", "step_s", "train_s", "trial_s", "fits")))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,189 @@
+"""What a trial's peak memory and time are made of, fitted to a short calibration probe. Pure:
+no torch, so the CLI and the driver can predict without the worker.
+
+Peak memory (the trial's own ``peak_memory_mb``: CUDA ``max_memory_allocated``, the base model
+included; CPU RSS above the baseline taken after the base model loaded) is
+
+    peak(r, B) = c0 + state(r) + (a + c * r) * T(B)
+
+- ``state(r)``: every trainable parameter (LoRA A/B at rank r, plus a new task head) is held in
+  fp32 with its gradient and AdamW's two moments, ``exp_avg`` and ``exp_avg_sq`` (Kingma & Ba 2015,
+  Algorithm 1; torch.optim.AdamW keeps both in the parameter's dtype): 4 x 4 = 16 bytes each.
+  This part is counted, not fitted.
+- ``T(B)``: the padded tokens of the widest batch the trial will see (B x its padded length),
+  known exactly from the data and the trial's seeded batch order. Activations kept for backward
+  grow linearly with it (Korthikanti et al. 2022, "Reducing Activation Recomputation", eq. 1:
+  activation memory per layer ~ s * b * h); LoRA's own activations add r per token (the
+  down-projection's output), hence ``c * r``.
+- ``c0``: what is neither: the frozen weights on CUDA, allocator and library workspaces.
+
+``c0``, ``a`` and ``c`` are fitted by least squares to the probe's four points (smallest and
+largest rank x smallest and largest batch). Step time is fitted the same way,
+``step(r, B) = t0 + (u + v * r) * tokens``: forward and backward work is linear in the tokens of a
+batch at these lengths (Kaplan et al. 2020, C ~ 6 N per token; attention's quadratic term is small
+below a few hundred tokens), and a trial's train time sums it over its exact batch order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+BYTES_PER_TRAINABLE = 16  # fp32 weight + gradient + two AdamW moments (see the module docstring)
+MB = 2**20
+
+
+def space_values(spec: Any, name: str) -> list[int]:
+    """Every value of an integer dimension: its choices, or a range's ends and a few points
+    between (geometric for a log range, else even)."""
+    rng = getattr(spec.search, name)
+    if rng.choices is not None:
+        return sorted(int(v) for v in rng.choices)
+    lo, hi = int(rng.low), int(rng.high)
+    pts = np.geomspace(lo, hi, 5) if rng.log else np.linspace(lo, hi, 5)
+    step = int(rng.step or 1)
+    vals = {lo, hi} | {max(lo, min(hi, lo + step * round((float(p) - lo) / step))) for p in pts}
+    return sorted(vals)
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """Exact token counts of a trial at one batch size, from the data and its batch order."""
+
+    batch_size: int
+    n_steps: int
+    peak_tokens: int  # B x padded length of the widest batch: the one that sets the peak
+    train_tokens: int  # padded tokens over all training steps
+    eval_tokens: int  # padded tokens of one evaluation pass
+    n_evals: int
+    eval_peak_tokens: int = 0  # padded tokens of the widest evaluation batch (max(B, 64) rows)
+
+
+@dataclass(frozen=True)
+class ProbePoint:
+    rank: int
+    batch_size: int
+    tokens: int  # padded tokens of the probed (widest) batch
+    peak_mb: float
+    step_s: float
+    trainable: int  # trainable parameters at this rank
+    step_tokens: int = 0  # mean padded tokens of the timed steps
+
+
+@dataclass(frozen=True)
+class Calibration:
+    device: str  # "cpu" or "cuda"
+    memory_kind: str
+    points: list[ProbePoint]
+    batches: dict[int, BatchFacts]
+    eval_s_per_token: float
+    setup_s: float
+    probe_s: float
+    device_memory_mb: float | None  # CUDA: total memory; CPU: available RAM at the probe
+    params_per_rank: float = 0.0
+    head_params: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["batches"] = {str(k): v for k, v in d["batches"].items()}
+        return d
+
+
+def _fit3(x_tok: np.ndarray, x_rtok: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Least squares y = k0 + k1 * tok + k2 * r * tok with every k >= 0 (a coefficient below zero is
+    noise, e.g. timings on a loaded machine: that term is dropped and the rest refitted)."""
+    cols = [np.ones_like(y), x_tok, x_rtok]
+    active = [0, 1, 2]
+    while True:
+        a = np.stack([cols[i] for i in active], axis=1)
+        sol, *_ = np.linalg.lstsq(a, y, rcond=None)
+        coef = dict(zip(active, sol.tolist(), strict=True))
+        neg = [i for i in active if coef[i] < 0]
+        if not neg or len(active) == 1:
+            return coef.get(0, 0.0), coef.get(1, 0.0), coef.get(2, 0.0)
+        active.remove(neg[0])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    rank: int
+    batch_size: int
+    peak_memory_mb: float
+    step_s: float
+    train_time_s: float
+    trial_time_s: float
+    setup_s: float = 0.0
+    fits: bool | None = None
+
+
+class CostModel:
+    def __init__(self, cal: Calibration) -> None:
+        self.cal = cal
+        pts = cal.points
+        r = np.array([p.rank for p in pts], dtype=float)
+        tok = np.array([p.tokens for p in pts], dtype=float)
+        state = np.array([self.state_mb(p.rank) for p in pts])
+        mem = np.array([p.peak_mb for p in pts]) - state
+        self.mem = _fit3(tok, r * tok, mem)
+        step_tok = np.array([p.step_tokens or p.tokens for p in pts], dtype=float)
+        self.time = _fit3(step_tok, r * step_tok, np.array([p.step_s for p in pts]))
+
+    def state_mb(self, rank: int) -> float:
+        return BYTES_PER_TRAINABLE * (self.cal.params_per_rank * rank + self.cal.head_params) / MB
+
+    def batch(self, batch_size: int) -> BatchFacts:
+        facts = self.cal.batches.get(batch_size)
+        if facts is None:
+            raise KeyError(f"batch size {batch_size} was not measured by the probe")
+        return facts
+
+    def predict(self, rank: int, batch_size: int) -> Prediction:
+        b = self.batch(batch_size)
+        c0, a, c = self.mem
+        peak = c0 + self.state_mb(rank) + (a + c * rank) * b.peak_tokens
+        t0, u, v = self.time
+        per_token = u + v * rank
+        train = b.n_steps * t0 + per_token * b.train_tokens
+        step = t0 + per_token * b.train_tokens / max(1, b.n_steps)
+        evals = b.n_evals * b.eval_tokens * self.cal.eval_s_per_token
+        total = self.cal.setup_s + train + evals
+        return Prediction(rank, batch_size, max(0.0, peak), step, train, total, self.cal.setup_s)
+
+
+def expected_fraction(pruner: str, evals: int, min_resource: int, reduction_factor: int, warmup: int) -> float:
+    """Expected share of a trial's budget that runs under the pruner, once the study has enough
+    trials for it to act. ASHA (Li et al. 2020, "A System for Massively Parallel Hyperparameter
+    Tuning", Algorithm 2): rungs at min_resource * eta^k evaluations, 1/eta of the trials go on at
+    each. Median (Optuna MedianPruner): after the warm-up, about half stop at the first check."""
+    if evals <= 1 or pruner == "none":
+        return 1.0
+    if pruner == "median":
+        first = min(evals, warmup + 1)
+        return 0.5 * first / evals + 0.5
+    rungs = []
+    k = 0
+    while min_resource * reduction_factor**k < evals:
+        rungs.append(min_resource * reduction_factor**k)
+        k += 1
+    survive, total = 1.0, 0.0
+    for step in rungs:
+        total += survive * (1 - 1 / reduction_factor) * step / evals
+        survive /= reduction_factor
+    return total + survive
+
+
+def study_time_s(predictions: list[Prediction], n_trials: int, fraction: float, workers: int) -> float:
+    """n_trials drawn evenly over the configs that fit, each running ``fraction`` of its budget
+    on average, spread over ``workers`` processes."""
+    fitting = [p for p in predictions if p.fits is not False] or predictions
+    # Pruning cuts the training and evaluations, not the set-up (setup = trial - train - evals).
+    mean = sum(p.trial_time_s - (1 - fraction) * (p.trial_time_s - setup_s(p)) for p in fitting) / len(fitting)
+    return math.ceil(n_trials / max(1, workers)) * mean
+
+
+def setup_s(p: Prediction) -> float:
+    return p.setup_s

