@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from autotune.storage.engine import sqlite_file_lock
 from autotune.storage.store import Store
 from autotune.storage.tables import studies, trials, workers
 from autotune.trial import FINISHED_STATES, TrialState
@@ -52,18 +53,8 @@ def study_lock(store: Store, name: str) -> Iterator[None]:
     machine); SQLite's own write lock cannot be used, because Optuna writes the asked trial
     through another connection while it is held."""
     if store.url.get_backend_name() == "sqlite":
-        db = store.url.database or ""
-        if db in ("", ":memory:"):
+        with sqlite_file_lock(store.url, "autotune-study-lock"):
             yield
-            return
-        import fcntl
-
-        with open(f"{db}.autotune-study-lock", "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
         return
     with store._tx(write=True) as conn:
         conn.execute(select(studies.c.id).where(studies.c.study_name == name).with_for_update())

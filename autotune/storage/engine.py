@@ -42,24 +42,32 @@ def make_engine(url: URL) -> Engine:
 
 
 @contextlib.contextmanager
+def sqlite_file_lock(url: URL, suffix: str) -> Iterator[None]:
+    """An exclusive flock on ``DB.suffix`` beside a SQLite file (every process using a SQLite
+    database is on this machine); a no-op for an in-memory database."""
+    db = url.database or ""
+    if db in ("", ":memory:"):
+        yield
+        return
+    import fcntl
+
+    with open(f"{db}.{suffix}", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def init_lock(url: URL, engine: Engine) -> Iterator[None]:
     """Serialise schema creation across processes: N workers started at the same instant on an
     empty database would otherwise race to create the same tables. SQLite: flock on a lock
     file beside the database; never on the database file itself, because closing any other
     descriptor of that file drops SQLite's own POSIX locks. PostgreSQL: an advisory lock."""
     if url.get_backend_name() == "sqlite":
-        db = url.database or ""
-        if db in ("", ":memory:"):
+        with sqlite_file_lock(url, "autotune-lock"):
             yield
-            return
-        import fcntl
-
-        with open(f"{db}.autotune-lock", "a+b") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
         return
     with engine.connect() as conn:
         conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_INIT_LOCK})
