@@ -209,7 +209,10 @@ def test_r4_oom_recoverable_and_persistent(
 def test_r5_signal_mid_trial_then_resume(sig: signal.Signals, db_url: str, tmp_path: Path, cli: CliFn) -> None:
     total = 4
     path = tmp_path / "r5.yaml"
-    path.write_text(json.dumps(fast_spec("r5", n_trials=total)))
+    # Batch 16 only: every trial is 64/16 = 4 steps of 0.25 s, long enough to be hit mid-way
+    # (a batch-32 trial is 2 steps and can finish inside the wait below).
+    search = {**fast_spec("r5")["search"], "batch_size": {"choices": [16]}}
+    path.write_text(json.dumps(fast_spec("r5", n_trials=total, search=search)))
     proc = subprocess.Popen(
         [sys.executable, "-m", "autotune", "run", str(path), "--no-progress"],
         env=env(db_url, **SLOW_STEP),

@@ -272,14 +272,15 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from autotune.datasets import load_examples
 out, model_dir = sys.argv[1], sys.argv[2]
 info = json.load(open(f"{out}/autotune_train.json"))
-c = info["config"]
+c = info["config"]["data"]
+seed = info["config"]["seed"]
 base = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=len(info["labels"]))
 model = PeftModel.from_pretrained(base, out).eval()
 tok = AutoTokenizer.from_pretrained(out)
-ex = load_examples(task="seq-cls", source=c["data_source"], fmt=c["data_format"], text_field=c["text_field"],
+ex = load_examples(task="seq-cls", source=c["source"], fmt=c["format"], text_field=c["text_field"],
     text_pair_field=None, prompt_field=None, completion_field=None, label_field=c["label_field"],
     validation=c["validation"], validation_fraction=c["validation_fraction"], max_examples=c["max_examples"],
-    seed=c["seed"])
+    seed=seed, delimiter=c["delimiter"])
 losses = []
 with torch.no_grad():
     for r in ex.validation:
