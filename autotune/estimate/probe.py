@@ -75,14 +75,7 @@ def _probe(
         setup = time.perf_counter() - t0
         trainable = [p for p in model.parameters() if p.requires_grad]
         n_trainable = sum(p.numel() for p in trainable)
-        fused = device.type == "cuda"
-        opt = torch.optim.AdamW(
-            trainable,
-            lr=c.learning_rate,
-            weight_decay=c.weight_decay,
-            fused=fused or None,
-            foreach=None if fused else True,
-        )
+        opt = rt.make_optimizer(trainable, c, device)
         scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
         model.train()
         for idx in steps:

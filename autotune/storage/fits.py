@@ -28,7 +28,7 @@ def _finite(x: float | None) -> float | None:
 
 def trial_row(store: Store, name: str, number: int) -> dict[str, Any]:
     """A stored trial, or one line naming what exists."""
-    with store.engine.connect() as conn:
+    with store._tx(write=False) as conn:
         row = (
             conn.execute(select(trials).where(trials.c.study_name == name, trials.c.trial_number == number))
             .mappings()
@@ -41,7 +41,7 @@ def trial_row(store: Store, name: str, number: int) -> dict[str, Any]:
 
 def top_complete(store: Store, name: str, k: int) -> list[dict[str, Any]]:
     """The ``k`` complete trials with the lowest score (ties: the earlier trial first)."""
-    with store.engine.connect() as conn:
+    with store._tx(write=False) as conn:
         rows = conn.execute(
             select(trials)
             .where(
@@ -56,7 +56,7 @@ def top_complete(store: Store, name: str, k: int) -> list[dict[str, Any]]:
 
 
 def fit_started(store: Store, name: str, number: int, params: dict[str, Any], train_examples: int) -> int:
-    with store.engine.begin() as conn:
+    with store._tx(write=True) as conn:
         res = conn.execute(
             insert(fits).values(
                 study_name=name,
@@ -89,16 +89,16 @@ def fit_finished(store: Store, fit_id: int, r: TrialResult) -> None:
         error=r.error,
         finished_at=_now(),
     )
-    with store.engine.begin() as conn:
+    with store._tx(write=True) as conn:
         conn.execute(update(fits).where(fits.c.id == fit_id).values(**values))
 
 
 def fit_saved(store: Store, fit_id: int, output_path: str) -> None:
-    with store.engine.begin() as conn:
+    with store._tx(write=True) as conn:
         conn.execute(update(fits).where(fits.c.id == fit_id).values(output_path=output_path))
 
 
 def fit_rows(store: Store, name: str) -> list[dict[str, Any]]:
-    with store.engine.connect() as conn:
+    with store._tx(write=False) as conn:
         rows = conn.execute(select(fits).where(fits.c.study_name == name).order_by(fits.c.id)).mappings()
         return [dict(r) for r in rows]

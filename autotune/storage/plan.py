@@ -14,18 +14,18 @@ from autotune.trial import TrialState
 
 
 def load_fingerprint(store: Store, name: str) -> dict[str, Any] | None:
-    with store.engine.connect() as conn:
+    with store._tx(write=False) as conn:
         value = conn.execute(select(studies.c.data_fingerprint).where(studies.c.study_name == name)).scalar()
     return dict(value) if value else None
 
 
 def save_fingerprint(store: Store, name: str, fingerprint: dict[str, Any]) -> None:
-    with store.engine.begin() as conn:
+    with store._tx(write=True) as conn:
         conn.execute(update(studies).where(studies.c.study_name == name).values(data_fingerprint=fingerprint))
 
 
 def save_prediction(store: Store, name: str, number: int, memory_mb: float | None, time_s: float | None) -> None:
-    with store.engine.begin() as conn:
+    with store._tx(write=True) as conn:
         conn.execute(
             update(trials)
             .where(trials.c.study_name == name, trials.c.trial_number == number)
@@ -35,7 +35,7 @@ def save_prediction(store: Store, name: str, number: int, memory_mb: float | Non
 
 def mark_not_run(store: Store, name: str, number: int) -> None:
     """This trial was stopped by its prediction before any training: it does not count."""
-    with store.engine.begin() as conn:
+    with store._tx(write=True) as conn:
         conn.execute(
             update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(not_run=True)
         )
@@ -43,7 +43,7 @@ def mark_not_run(store: Store, name: str, number: int) -> None:
 
 def most_common_error(store: Store, name: str) -> tuple[str, int] | None:
     """The first line of the error most trials of the study ended with, and how many."""
-    with store.engine.connect() as conn:
+    with store._tx(write=False) as conn:
         rows = conn.execute(
             select(trials.c.error).where(
                 trials.c.study_name == name,
@@ -56,7 +56,7 @@ def most_common_error(store: Store, name: str) -> tuple[str, int] | None:
 
 
 def count_complete(store: Store, name: str) -> int:
-    with store.engine.connect() as conn:
+    with store._tx(write=False) as conn:
         rows = conn.execute(
             select(trials.c.trial_number).where(
                 trials.c.study_name == name, trials.c.state == TrialState.COMPLETE.value

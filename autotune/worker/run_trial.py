@@ -267,14 +267,7 @@ def _train(
     order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, group_by_length=True)
     eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    fused_ok = device.type == "cuda"
-    opt = torch.optim.AdamW(
-        trainable,
-        lr=c.learning_rate,
-        weight_decay=c.weight_decay,
-        fused=fused_ok or None,
-        foreach=None if fused_ok else True,
-    )
+    opt = make_optimizer(trainable, c, device)
     scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
     step_fn = torch.compile(_forward_loss) if c.compile else _forward_loss
     losses = torch.zeros(n_steps, device=device)  # per-step train loss, read only at evaluations
@@ -323,6 +316,19 @@ def _train(
                 raise _Stop(TrialState.PRUNED, f"pruned at evaluation {k}/{len(evals_at)} (step {done})")
             t_phase = time.perf_counter()
     result.state = TrialState.COMPLETE
+
+
+def make_optimizer(trainable: list[torch.nn.Parameter], c: TrialConfig, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW on the trainable (LoRA, head) parameters: fused on CUDA, foreach elsewhere. The
+    calibration probe (autotune/estimate/probe.py) builds the same one, so it measures the trial."""
+    fused_ok = device.type == "cuda"
+    return torch.optim.AdamW(
+        trainable,
+        lr=c.learning_rate,
+        weight_decay=c.weight_decay,
+        fused=fused_ok or None,
+        foreach=None if fused_ok else True,
+    )
 
 
 def _forward_loss(model: torch.nn.Module, batch: wdata.Batch) -> torch.Tensor:
