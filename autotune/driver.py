@@ -25,7 +25,7 @@ from autotune.inputs import check_inputs
 from autotune.progress import Progress
 from autotune.search_space import distributions
 from autotune.session import RunSummary, TwoStageStop
-from autotune.spec import StudySpec
+from autotune.spec import RunLimits, StudySpec
 from autotune.storage import Store, claims
 from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
 
@@ -76,13 +76,15 @@ def resume_study(
     show_progress: bool = True,
     cache_dir: str | None = None,
     trial_fn: TrialFn | None = None,
+    limits: RunLimits | None = None,
 ) -> RunSummary:
-    """Continue a stored study without its spec file: the spec comes from the database. Takes
-    and returns what ``run_study`` does; raises StorageError (one line) when the database or the
-    study does not exist, and creates nothing then."""
+    """Continue a stored study without its spec file: the spec comes from the database, with
+    this run's ``limits`` over its budget. Takes and returns what ``run_study`` does; raises
+    StorageError (one line) when the database or the study does not exist, and creates nothing
+    then."""
     store = study_setup.open_existing_study(raw_url, study_name)
     try:
-        spec = study_setup.load_stored_spec(store, study_name)
+        spec = (limits or RunLimits()).apply(study_setup.load_stored_spec(store, study_name))
         planning.before_study(store, spec, study_name, study_setup.labels_of(check_inputs(spec)))
         return _run(spec, store, study_name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn)
     finally:

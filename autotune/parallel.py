@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from autotune import study_setup
 from autotune.progress import finished_line, make_bar
 from autotune.session import EXIT_STOPPED, EXIT_USER_ERROR, RunSummary, TwoStageStop
-from autotune.spec import SpecError, StudySpec
+from autotune.spec import RunLimits, SpecError, StudySpec
 from autotune.storage import ENV_VAR, Store
 
 POLL_S = 0.5
@@ -69,8 +69,9 @@ def _env(url: str, w: _Worker) -> dict[str, str]:
     return env
 
 
-def _argv(name: str, total: int, cache_dir: str | None) -> list[str]:
+def _argv(name: str, total: int, cache_dir: str | None, limits: RunLimits) -> list[str]:
     argv = [sys.executable, "-m", "autotune", "worker", name, "--n-trials", str(total), "--no-progress"]
+    argv += limits.argv()
     if cache_dir:
         argv += ["--cache-dir", cache_dir]
     return argv
@@ -86,11 +87,13 @@ def run_parallel(
     devices: str,
     show_progress: bool,
     cache_dir: str | None,
+    limits: RunLimits | None = None,
 ) -> RunSummary:
     """Create (or continue) the study, then run it with ``workers`` processes (see ``supervise``)."""
     name = study_name or spec.name
-    total = study_setup.prepare_study(spec, url, name, n_trials or spec.n_trials)
-    return supervise(url, name, total, plan_devices(devices, workers), show_progress, cache_dir)
+    limits = limits or RunLimits()
+    total = study_setup.prepare_study(limits.apply(spec), url, name, n_trials or spec.n_trials)
+    return supervise(url, name, total, plan_devices(devices, workers), show_progress, cache_dir, limits)
 
 
 def resume_parallel(
@@ -102,6 +105,7 @@ def resume_parallel(
     devices: str,
     show_progress: bool,
     cache_dir: str | None,
+    limits: RunLimits | None = None,
 ) -> RunSummary:
     """Continue a stored study with ``workers`` processes; an unknown study creates nothing."""
     store = study_setup.open_existing_study(url, study)
@@ -110,7 +114,7 @@ def resume_parallel(
     finally:
         store.close()
     total = study_setup.prepare_study(spec, url, study, n_trials or spec.n_trials, resume=True)
-    return supervise(url, study, total, plan_devices(devices, workers), show_progress, cache_dir)
+    return supervise(url, study, total, plan_devices(devices, workers), show_progress, cache_dir, limits)
 
 
 def supervise(
@@ -120,11 +124,12 @@ def supervise(
     plan: list[tuple[str | None, int | None]],
     show_progress: bool,
     cache_dir: str | None,
+    limits: RunLimits | None = None,
 ) -> RunSummary:
     """Start one worker process per plan entry and watch them until none is left; restart a
     worker that dies while the study is unfinished."""
     pool = [_Worker(i, dev, thr) for i, (dev, thr) in enumerate(plan)]
-    argv = _argv(name, total, cache_dir)
+    argv = _argv(name, total, cache_dir, limits or RunLimits())
 
     def start(w: _Worker) -> None:
         # A new session: a terminal's Ctrl-C reaches only us, and we forward it exactly once.

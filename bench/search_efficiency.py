@@ -127,7 +127,8 @@ class Tracker:
         config = dataclasses.replace(config, seed=self.train_seed)
         t0 = time.perf_counter()
         result = self.run(config, report, interrupt)
-        self.wall += time.perf_counter() - t0
+        # a looked-up grid run (--grid-from-table) counts the wall time it took when it ran
+        self.wall += max(time.perf_counter() - t0, result.wall_time_s)
         self.compute += result.examples_seen
         self.n += 1
         if result.state.value == "complete" and result.score is not None:
@@ -300,7 +301,8 @@ def cmd_race(args: argparse.Namespace) -> None:
                 return (reached and t.n >= n_fixed) or t.compute >= grid_compute or t.n >= args.max_trials
 
             assert run is not None
-            tracker = Tracker(run, spec.seed, on_trial, stop)
+            trial_run = _lookup(grid_rows) if strategy == "grid" and args.grid_from_table else run
+            tracker = Tracker(trial_run, spec.seed, on_trial, stop)
             with tempfile.TemporaryDirectory() as tmp:
                 run_study(
                     sspec, f"sqlite:///{tmp}/race.db", n_trials=args.max_trials, show_progress=False,
@@ -313,6 +315,22 @@ def cmd_race(args: argparse.Namespace) -> None:
             print(f"{strategy} seed {seed}: {tracker.n} trials, {tracker.compute} examples, best {tracker.best:.4f}",
                   flush=True)  # fmt: skip
     summarize(args, spec, grid_best, grid_compute, n_fixed)
+
+
+def _lookup(grid_rows: list[dict[str, Any]]) -> TrialFn:
+    """The ``grid`` strategy without training again: its configs are exactly the grid's, at the
+    same training seed, so each trial's result is the committed grid run's (score, examples).
+    The order still comes from a real study (GridSampler, seeded, through the driver)."""
+    table = {_key(r): r for r in grid_rows}
+
+    def run(config: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
+        row = table[(config.rank, config.batch_size, f"{config.learning_rate:.6g}")]
+        return TrialResult(
+            state=TrialState.COMPLETE, score=float(row["score"]), val_loss=float(row["val_loss"]),
+            examples_seen=int(row["examples_seen"]), wall_time_s=float(row["wall_time_s"]),
+        )  # fmt: skip
+
+    return run
 
 
 def _check_storage(url: str, name: str, tracker: Tracker) -> None:
@@ -558,6 +576,10 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--tag", default="", help="suffix of the race CSVs (a variant's name)")
     r.add_argument("--cache-dir", default=None)
     r.add_argument("--check-storage", action="store_true", help="cross-check compute against the trials table")
+    r.add_argument(
+        "--grid-from-table", action="store_true",
+        help="grid strategy: take each config's result from the committed grid runs instead of training again",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     if args.cmd == "grid" and args.grid_csv and not args.out:
         args.out = args.grid_csv

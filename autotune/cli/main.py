@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    add_limit_args(p)
 
     p = sub.add_parser("worker", help="join an existing study as one worker (any machine sharing the database)")
     p.add_argument("study", help="study name")
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-trials", type=int, default=None, help="total finished trials to reach (default: stored spec's)")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    add_limit_args(p)
 
     p = sub.add_parser("best", help="show the best finished trial")
     p.add_argument("study", help="study name")

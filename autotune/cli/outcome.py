@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from autotune.spec import SpecError
+from autotune.spec import RunLimits, SpecError, StudySpec
 
 _UNITS_S: dict[str, float] = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 _UNITS_MB: dict[str, float] = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024}
@@ -28,14 +28,14 @@ def parse_memory_mb(text: str) -> float:
     return _parse(text, _UNITS_MB, "--memory-limit", "20GiB or 512MB")
 
 
-def with_limits(spec: Any, args: Any) -> Any:
-    """``run --time-budget`` / ``--memory-limit`` override the spec's budget (they are limits of
-    this run, not part of the study's identity: see driver._spec_core)."""
-    update = {}
-    if getattr(args, "time_budget", None):
-        update["study_time_s"] = parse_duration_s(args.time_budget)
-    if getattr(args, "memory_limit", None):
-        update["memory_limit_mb"] = parse_memory_mb(args.memory_limit)
-    if not update:
-        return spec
-    return spec.model_copy(update={"budget": spec.budget.model_copy(update=update)})
+def run_limits(args: Any) -> RunLimits:
+    """``--time-budget`` / ``--memory-limit`` as typed, checked once here (one line on error)."""
+    time_budget, memory_limit = getattr(args, "time_budget", None), getattr(args, "memory_limit", None)
+    return RunLimits(
+        study_time_s=parse_duration_s(time_budget) if time_budget else None,
+        memory_limit_mb=parse_memory_mb(memory_limit) if memory_limit else None,
+    )
+
+
+def with_limits(spec: StudySpec, args: Any) -> StudySpec:
+    return run_limits(args).apply(spec)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from autotune.cli.edges import print_run_notes
-from autotune.cli.outcome import with_limits
+from autotune.cli.outcome import run_limits
 from autotune.session import EXIT_USER_ERROR, RunSummary, exit_code, summary_line
 from autotune.spec import SpecError
 from autotune.storage.url import redact, resolve_url
@@ -38,7 +38,8 @@ def _cpu_only(devices: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from autotune.spec import load_spec
 
-    spec = with_limits(load_spec(args.spec), args)
+    limits = run_limits(args)
+    spec = limits.apply(load_spec(args.spec))
     _positive(args.n_trials, "--n-trials")
     _positive(args.workers, "--workers")
     url = resolve_url(args.storage)
@@ -62,6 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             devices=args.devices,
             show_progress=not args.no_progress,
             cache_dir=args.cache_dir,
+            limits=limits,
         )
         return _finish(s, url)
     s = driver.run_study(
@@ -85,6 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     _positive(args.n_trials, "--n-trials")
     _positive(args.workers, "--workers")
+    limits = run_limits(args)
     url = resolve_url(args.storage)
     from autotune import driver
 
@@ -100,20 +103,32 @@ def cmd_resume(args: argparse.Namespace) -> int:
             devices=args.devices,
             show_progress=not args.no_progress,
             cache_dir=args.cache_dir,
+            limits=limits,
         )
         return _finish(s, url)
     s = driver.resume_study(
-        url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
+        url,
+        args.study,
+        n_trials=args.n_trials,
+        show_progress=not args.no_progress,
+        cache_dir=args.cache_dir,
+        limits=limits,
     )
     return _finish(s, url)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     _positive(args.n_trials, "--n-trials")
+    limits = run_limits(args)
     url = resolve_url(args.storage)
     from autotune import driver
 
     s = driver.resume_study(
-        url, args.study, n_trials=args.n_trials, show_progress=not args.no_progress, cache_dir=args.cache_dir
+        url,
+        args.study,
+        n_trials=args.n_trials,
+        show_progress=not args.no_progress,
+        cache_dir=args.cache_dir,
+        limits=limits,
     )
     return _finish(s, url)

@@ -117,6 +117,20 @@ def test_time_budget_stops_starting_trials(cli: CliFn, write_spec: Callable[...,
     store.close()
 
 
+def test_resume_takes_its_own_time_budget(cli: CliFn, write_spec: Callable[..., Path], db_url: str) -> None:
+    spec = write_spec(tiny_spec(name="tbr", n_trials=2))
+    assert cli("run", str(spec), "--storage", db_url, "--no-progress")[0] == 0
+    rc, _, err = cli("resume", "tbr", "--storage", db_url, "--no-progress", "--n-trials", "50", "--time-budget", "1s")
+    assert rc == 0, err
+    assert "time budget: the next trial is predicted to take" in err, err
+    store = Store.open(db_url, create=False)
+    assert 2 <= store.count_finished("tbr") < 50
+    assert not store.running("tbr")
+    store.close()
+    rc, _, err = cli("resume", "tbr", "--storage", db_url, "--time-budget", "soon")
+    assert rc == 2 and "--time-budget" in err and "Traceback" not in err, err
+
+
 def test_relative_paths_and_fingerprint_on_resume(
     cli: CliFn, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

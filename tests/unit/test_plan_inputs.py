@@ -101,6 +101,24 @@ def test_limits_parse() -> None:
         parse_duration_s("soon")
 
 
+def test_run_limits_reach_parallel_workers_unchanged() -> None:
+    """``resume --workers N --time-budget`` passes the limits on as ``autotune worker`` flags; they
+    parse back to the same values and override the stored spec's budget."""
+    from autotune.cli.main import build_parser
+    from autotune.cli.outcome import run_limits
+    from autotune.parallel import _argv
+    from autotune.spec import RunLimits, parse_spec
+    from tests.conftest import tiny_spec
+
+    limits = RunLimits(study_time_s=1800.0, memory_limit_mb=20 * 1024.0)
+    argv = _argv("s", 8, None, limits)
+    args = build_parser().parse_args(argv[3:])
+    assert run_limits(args) == limits
+    spec = limits.apply(parse_spec(tiny_spec()))
+    assert spec.budget.study_time_s == 1800.0 and spec.budget.memory_limit_mb == 20 * 1024.0
+    assert RunLimits().argv() == [] and RunLimits().apply(spec) is spec
+
+
 def test_guard_stops_on_the_third_identical_crash_only() -> None:
     g = RunGuard()
     crash = TrialResult(state=TrialState.CRASHED, error="RuntimeError: boom\ntraceback 1")
