@@ -13,6 +13,7 @@ from typing import Any
 
 import jinja2
 
+from autotune.edges import find_edges
 from autotune.report.data import ReportData, cost_points, finite, pareto_front
 from autotune.report.figures import FIG_H_PX, FIG_W_PX, Figure
 from autotune.report.snippet import peft_snippet
@@ -57,6 +58,7 @@ img.figure { width: 100%; max-width: {{ fig_w }}px; height: auto; }
 
 <h3>Best trial</h3>
 {% if best %}<table>{% for k, v in best %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>
+{% for e in edges %}<p class="note edge">note: {{ e }}</p>{% endfor %}
 {% if snippet %}<p>As a peft config:</p><pre id="peft-snippet">{{ snippet }}</pre>{% endif %}
 {% else %}<p class="note">no complete trial</p>{% endif %}
 
@@ -187,6 +189,13 @@ def _table_rows(data: ReportData) -> list[dict[str, Any]]:
     return rows
 
 
+def _edge_notes(data: ReportData) -> list[str]:
+    """The edge-of-range notes `best` prints: the best value at a bound the user may widen."""
+    if data.best is None or data.spec is None:
+        return []
+    return [e.message() for e in find_edges(data.best["params"], data.spec)]
+
+
 def render(data: ReportData, figures: list[Figure]) -> str:
     complete = data.complete
     failed = [(s, n) for s, n, _ in data.state_counts() if s != "complete"]
@@ -220,6 +229,7 @@ def render(data: ReportData, figures: list[Figure]) -> str:
         states=[(s, n, duration(secs)) for s, n, secs in data.state_counts()],
         total_time=duration(data.compute_s),
         best=_best_rows(best) if best else None,
+        edges=_edge_notes(data),
         snippet=snippet,
         figures=figs,
         fronts=fronts,

@@ -61,3 +61,23 @@ def test_state_counts_and_compute_time() -> None:
     assert data.state_counts() == [("complete", 2, 15.0), ("pruned", 1, 2.0), ("oom", 1, 1.0), ("crashed", 1, 0.0)]
     assert data.compute_s == 18.0
     assert len(data.complete) == 2
+
+
+def test_report_names_the_bound_to_widen_when_the_best_sits_on_it() -> None:
+    """The report says what `best` and the run summary say: the best lr is at the top of its range."""
+    from autotune.report.html import render
+
+    now = dt.datetime.now(dt.UTC)
+    spec = _spec(search={"learning_rate": {"low": 1e-4, "high": 1e-3, "log": True}})
+    study = StudyRow("s", "name: s\n", None, "0", now, now)
+    params = {"rank": 8, "batch_size": 32, "learning_rate": 9.8e-4}
+    best = {"trial_number": 0, "score": 1.0, "params": params, "target_modules": ["q_proj"]}
+    cols = ("val_loss", "train_loss", "accuracy", "peak_memory_mb", "error")
+    row = {"trial_number": 0, "state": "complete", "score": 1.0, "wall_time_s": 1.0, "params": params, **params}
+    rows = [{**dict.fromkeys(cols), **row}]
+    html = render(ReportData(study, spec, None, rows, {}, best=best), [])
+    assert 'class="note edge">note: best learning_rate is at the highest end' in html
+    assert "widen search.learning_rate to" in html
+    inside = {**params, "learning_rate": 3e-4}
+    html = render(ReportData(study, spec, None, rows, {}, best={**best, "params": inside}), [])
+    assert "note edge" not in html
