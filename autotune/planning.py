@@ -50,14 +50,39 @@ def memory_limit_mb(spec: StudySpec, cal: Any) -> tuple[float | None, str]:
     return cal.device_memory_mb, "available RAM"
 
 
+def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str | None) -> Any:
+    """The probe this study already ran on this kind of device (stored with the study), else a new
+    one, stored for ``resume`` and the other workers: the probe costs a study's first worker about
+    20 s on the quickstart, and its figures do not change while the spec does not. On SQLite every
+    worker is on this machine; they probe one at a time, so the first one's probe serves the rest."""
+    import contextlib
+    import dataclasses
+
+    from autotune.estimate.model import Calibration
+    from autotune.estimate.probe import calibrate, device_key, device_memory_mb
+    from autotune.storage.engine import sqlite_file_lock
+    from autotune.storage.plan import load_calibration, save_calibration
+
+    key = device_key(spec)
+    local = store.url.get_backend_name() == "sqlite"
+    with sqlite_file_lock(store.url, "autotune-probe-lock") if local else contextlib.nullcontext():
+        stored = load_calibration(store, name, key)
+        if stored is not None:
+            cal = Calibration.from_json(stored)
+            # what is free now, not when the probe ran
+            return dataclasses.replace(cal, device_memory_mb=device_memory_mb(cal.device), probe_s=0.0)
+        cal = calibrate(spec, cache_dir)
+        save_calibration(store, name, key, cal.to_json())
+        return cal
+
+
 class Gate:
     def __init__(self, spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> None:
         from autotune.estimate.model import CostModel
-        from autotune.estimate.probe import calibrate
 
         self.spec, self.store, self.name, self.guard = spec, store, name, guard
         self.t_start = time.monotonic()
-        self.cal = calibrate(spec, cache_dir)
+        self.cal = study_calibration(spec, store, name, cache_dir)
         self.model = CostModel(self.cal)
         self.limit, self.limit_source = memory_limit_mb(spec, self.cal)
         self.budget_s = spec.budget.study_time_s

@@ -92,6 +92,17 @@ class Calibration:
         d["batches"] = {str(k): v for k, v in d["batches"].items()}
         return d
 
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> Calibration:
+        return Calibration(
+            **{
+                **d,
+                "points": [ProbePoint(**p) for p in d["points"]],
+                "batches": {int(k): BatchFacts(**v) for k, v in d["batches"].items()},
+                "notes": list(d.get("notes", [])),
+            }
+        )
+
 
 def _fit3(x_tok: np.ndarray, x_rtok: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     """Least squares y = k0 + k1 * tok + k2 * r * tok with every k >= 0 (a coefficient below zero is

@@ -109,6 +109,26 @@ def _probe(
     return point, setup, eval_per_token
 
 
+def device_key(spec: StudySpec) -> str:
+    """What a stored calibration is valid for: the device (a GPU's model), the precision and the
+    threads a CPU trial uses. A worker on another kind of machine probes its own."""
+    device = pick_device()
+    prec = pick_precision(spec.precision, device)
+    if device.type == "cuda":
+        where = torch.cuda.get_device_name(device)
+    else:
+        rt._apply_thread_limit()
+        where = f"cpu x{torch.get_num_threads()}"
+    return f"{where}|{prec.name}"
+
+
+def device_memory_mb(device_type: str) -> float | None:
+    """The memory a config must fit now (a stored calibration's figure is refreshed with this)."""
+    if device_type == "cuda":
+        return float(torch.cuda.get_device_properties(pick_device()).total_memory) / 2**20
+    return float(psutil.virtual_memory().available) / 2**20
+
+
 def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     """Probe the smallest and largest rank x batch size of the search space."""
     t_start = time.perf_counter()
@@ -141,12 +161,8 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     lo, hi = points[0], points[-1]
     per_rank = (hi.trainable - lo.trainable) / (hi.rank - lo.rank) if hi.rank != lo.rank else lo.trainable / lo.rank
     head = lo.trainable - per_rank * lo.rank
-    if device.type == "cuda":
-        total: float | None = torch.cuda.get_device_properties(device).total_memory / 2**20
-        kind = "cuda_max_allocated"
-    else:
-        total = psutil.virtual_memory().available / 2**20
-        kind = "cpu_rss_above_baseline"
+    total = device_memory_mb(device.type)
+    kind = "cuda_max_allocated" if device.type == "cuda" else "cpu_rss_above_baseline"
     return Calibration(
         device=device.type,
         memory_kind=kind,

@@ -1,5 +1,6 @@
-"""Reads and writes for the plan-before-spending columns (migration 0003_plan): the study's data
-fingerprint and each trial's predicted peak memory and time. No torch, no optuna."""
+"""Reads and writes for the plan-before-spending columns (migrations 0003_plan, 0004_calibration):
+the study's data fingerprint and calibration probe, and each trial's predicted peak memory and
+time. No torch, no optuna."""
 
 from __future__ import annotations
 
@@ -22,6 +23,21 @@ def load_fingerprint(store: Store, name: str) -> dict[str, Any] | None:
 def save_fingerprint(store: Store, name: str, fingerprint: dict[str, Any]) -> None:
     with store._tx(write=True) as conn:
         conn.execute(update(studies).where(studies.c.study_name == name).values(data_fingerprint=fingerprint))
+
+
+def load_calibration(store: Store, name: str, key: str) -> dict[str, Any] | None:
+    """The calibration probe this study ran on a device like this one (``key``), if any."""
+    with store._tx(write=False) as conn:
+        value = conn.execute(select(studies.c.calibration).where(studies.c.study_name == name)).scalar()
+    return dict(value)[key] if value and key in value else None
+
+
+def save_calibration(store: Store, name: str, key: str, calibration: dict[str, Any]) -> None:
+    """Kept per device key: a study whose workers run on two kinds of GPU holds one of each."""
+    with store._tx(write=True) as conn:
+        value = conn.execute(select(studies.c.calibration).where(studies.c.study_name == name)).scalar()
+        merged = {**(dict(value) if value else {}), key: calibration}
+        conn.execute(update(studies).where(studies.c.study_name == name).values(calibration=merged))
 
 
 def save_prediction(store: Store, name: str, number: int, memory_mb: float | None, time_s: float | None) -> None:

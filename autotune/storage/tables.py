@@ -41,6 +41,7 @@ studies = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("data_fingerprint", JSON, nullable=True),  # {field: {path, size, sha256}} (0003_plan)
+    Column("calibration", JSON, nullable=True),  # {device key: the probe's Calibration} (0004_calibration)
 )
 
 trials = Table(

@@ -9,12 +9,40 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import threading
 
 import psutil
 import torch
 
 _SAMPLE_S = 0.005  # 5 ms: a step on the tiny model takes a few ms; a coarser period misses peaks
+
+
+# glibc's malloc raises its mmap threshold each time a block above it is freed (up to 32 MiB on
+# 64-bit; mallopt(3), M_MMAP_THRESHOLD), and from then on a trial's activations come from the heap
+# and stay resident once freed. A trial's RSS then depends on what ran before it in the process:
+# MiniLM rank 16 batch 16 measured 417, 475 and 567 MB in one process and 521 in a fresh one
+# (bench/cpu_allocator.py), so no prediction could match it. A fixed threshold turns the dynamic
+# one off: blocks above it are mapped on allocation and unmapped on free, RSS follows the tensors
+# alive, and the same config measures the same peak wherever it runs. 64 KiB: glibc's own
+# starting value is 128 KiB; below it sit Python objects and small tensors, which the heap serves
+# faster. AUTOTUNE_MMAP_THRESHOLD overrides it in bytes; 0 leaves glibc's dynamic default.
+MMAP_THRESHOLD = 64 * 1024
+_M_MMAP_THRESHOLD = -3  # malloc.h
+_allocator_set = False
+
+
+def steady_allocator() -> None:
+    """Fix glibc's mmap threshold once per process (CPU trials; see MMAP_THRESHOLD)."""
+    global _allocator_set
+    if _allocator_set:
+        return
+    _allocator_set = True
+    raw = os.environ.get("AUTOTUNE_MMAP_THRESHOLD", "")
+    value = int(raw) if raw.isdigit() else MMAP_THRESHOLD
+    if value > 0:
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to set
+            ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, value)
 
 
 def _malloc_trim() -> None:
@@ -32,6 +60,8 @@ class MemoryMeter:
         self._peak = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        if device.type != "cuda":
+            steady_allocator()
 
     def __enter__(self) -> MemoryMeter:
         if self.device.type == "cuda":

@@ -131,6 +131,30 @@ def test_resume_takes_its_own_time_budget(cli: CliFn, write_spec: Callable[..., 
     assert rc == 2 and "--time-budget" in err and "Traceback" not in err, err
 
 
+def test_resume_reuses_the_stored_probe(
+    cli: CliFn, write_spec: Callable[..., Path], db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run probes once and stores it with the study; resume predicts from the stored
+    probe without probing again (a probe here would fail: it is replaced by one that raises)."""
+    from autotune.estimate import probe
+
+    spec = write_spec(tiny_spec(name="cal", n_trials=2))
+    assert cli("run", str(spec), "--storage", db_url, "--no-progress")[0] == 0
+
+    def no_probe(*_: object, **__: object) -> None:
+        raise AssertionError("probed again")
+
+    monkeypatch.setattr(probe, "calibrate", no_probe)
+    rc, _, err = cli("resume", "cal", "--storage", db_url, "--no-progress", "--n-trials", "4")
+    assert rc == 0, err
+    assert "calibration probe failed" not in err, err
+    store = Store.open(db_url, create=False)
+    rows = store.trials("cal")
+    store.close()
+    assert len(rows) == 4
+    assert all(r["predicted_memory_mb"] is not None and r["predicted_time_s"] for r in rows), rows
+
+
 def test_relative_paths_and_fingerprint_on_resume(
     cli: CliFn, tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

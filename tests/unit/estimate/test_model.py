@@ -1,0 +1,48 @@
+"""The cost model is pure: fitted to probe points, it predicts what they were made of."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.estimate.model import BatchFacts, Calibration, CostModel, ProbePoint, expected_fraction
+
+PER_RANK, HEAD = 10_000.0, 5_000.0
+
+
+def _cal() -> Calibration:
+    # points made by the model's own form: 100 MB fixed, 0.02 MB per token, 0.001 MB per rank x token
+    def peak(r: int, tok: int) -> float:
+        return 100 + 16 * (PER_RANK * r + HEAD) / 2**20 + (0.02 + 0.001 * r) * tok
+
+    def step(r: int, tok: int) -> float:
+        return 0.01 + (1e-5 + 1e-7 * r) * tok
+
+    pts = [ProbePoint(r, b, b * 40, peak(r, b * 40), step(r, b * 40), int(PER_RANK * r + HEAD), b * 40)
+           for r in (4, 32) for b in (16, 64)]  # fmt: skip
+    batches = {b: BatchFacts(b, 1024 // b, b * 40, 1024 * 40, 64 * 40, 4, 64 * 40) for b in (16, 32, 64)}
+    return Calibration("cpu", "cpu_rss_above_baseline", pts, batches, 1e-6, 0.5, 3.0, 8000.0, PER_RANK, HEAD)
+
+
+def test_fit_recovers_the_model_and_predicts_between_the_probed_corners() -> None:
+    model = CostModel(_cal())
+    p = model.predict(16, 32)
+    expected = 100 + 16 * (PER_RANK * 16 + HEAD) / 2**20 + (0.02 + 0.001 * 16) * 32 * 40
+    assert p.peak_memory_mb == pytest.approx(expected, rel=1e-6)
+    assert p.train_time_s == pytest.approx(32 * 0.01 + (1e-5 + 1e-7 * 16) * 1024 * 40, rel=1e-6)
+    with pytest.raises(KeyError):
+        model.predict(16, 128)  # a batch size the probe never laid out
+
+
+def test_a_stored_calibration_predicts_as_the_fresh_one() -> None:
+    cal = _cal()
+    back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))  # as the JSON column holds it
+    assert back == cal
+    assert CostModel(back).predict(8, 64) == CostModel(cal).predict(8, 64)
+
+
+def test_asha_runs_a_fraction_of_each_trial() -> None:
+    assert expected_fraction("none", 4, 1, 3, 0) == 1.0
+    # rungs at 1 and 3 of 4 evaluations: 2/3 stop at 1/4, 2/9 at 3/4, 1/9 run to the end
+    assert expected_fraction("asha", 4, 1, 3, 0) == pytest.approx(2 / 3 * 1 / 4 + 2 / 9 * 3 / 4 + 1 / 9)
