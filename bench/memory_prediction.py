@@ -10,7 +10,7 @@ the last line is
 
     memory_median_err=A memory_max_err=B time_median_err=C
 
-Run: python bench/memory_prediction.py [--models tiny,minilm,gpt2] [--train-examples 512]
+Run: python bench/memory_prediction.py [--models tiny,minilm,gpt2] [--train-examples 512] [--mmap-threshold 65536]
 The CUDA variant is the same script on a GPU machine (the trial then measures
 ``max_memory_allocated``): bench/memory_prediction_cuda.sh.
 """
@@ -134,7 +134,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="tiny,minilm,gpt2")
     ap.add_argument("--train-examples", type=int, default=512)
+    ap.add_argument(
+        "--mmap-threshold", type=int, default=None,
+        help="AUTOTUNE_MMAP_THRESHOLD for this run (CPU: 65536 makes RSS follow live tensors; see worker/memory.py)",
+    )  # fmt: skip
+    ap.add_argument("--out", default=str(RESULTS / "memory_prediction.json"))
     args = ap.parse_args()
+    if args.mmap_threshold is not None:
+        import os
+
+        os.environ["AUTOTUNE_MMAP_THRESHOLD"] = str(args.mmap_threshold)
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,7 +158,14 @@ def main() -> None:
         "seconds": time.perf_counter() - t0,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "memory_prediction.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=2))
+    for name in sorted({r["model"] for r in rows}):
+        mine = [r for r in rows if r["model"] == name]
+        print(
+            f"{name}: memory median err {statistics.median(r['memory_err'] for r in mine):.3f} "
+            f"max {max(r['memory_err'] for r in mine):.3f}; "
+            f"time median err {statistics.median(r['time_err'] for r in mine):.3f}"
+        )
+    Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows, "args": vars(args)}, indent=2))
     print(
         f"memory_median_err={summary['memory_median_err']:.3f} memory_max_err={summary['memory_max_err']:.3f} "
         f"time_median_err={summary['time_median_err']:.3f}"

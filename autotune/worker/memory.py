@@ -19,15 +19,16 @@ _SAMPLE_S = 0.005  # 5 ms: a step on the tiny model takes a few ms; a coarser pe
 
 
 # glibc's malloc raises its mmap threshold each time a block above it is freed (up to 32 MiB on
-# 64-bit; mallopt(3), M_MMAP_THRESHOLD), and from then on a trial's activations come from the heap
-# and stay resident once freed. A trial's RSS then depends on what ran before it in the process:
-# MiniLM rank 16 batch 16 measured 417, 475 and 567 MB in one process and 521 in a fresh one
-# (bench/cpu_allocator.py), so no prediction could match it. A fixed threshold turns the dynamic
-# one off: blocks above it are mapped on allocation and unmapped on free, RSS follows the tensors
-# alive, and the same config measures the same peak wherever it runs. 64 KiB: glibc's own
-# starting value is 128 KiB; below it sit Python objects and small tensors, which the heap serves
-# faster. AUTOTUNE_MMAP_THRESHOLD overrides it in bytes; 0 leaves glibc's dynamic default.
-MMAP_THRESHOLD = 64 * 1024
+# 64-bit; mallopt(3), M_MMAP_THRESHOLD), and from then on a trial's activations come from the heap,
+# which fragments and keeps freed pages resident. A CPU trial's RSS peak then carries 1.4-1.9x of
+# heap slack over its live tensors, and depends on what ran before it in the process: MiniLM rank
+# 16 batch 16 measured 417-489 MB after other trials, 508-515 MB as a process's first trial
+# (bench/cpu_allocator.py). ``AUTOTUNE_MMAP_THRESHOLD=65536`` fixes the threshold: blocks above it
+# are mapped on allocation and unmapped on free, RSS follows the live tensors (158 MB, the same in
+# every run; 613 MB instead of 1,714 at batch 64) and the estimate's probe predicts it within a few
+# percent, but every step pays the page faults: 1.66x the train time on the 2-core dev VM, idle.
+# So it is not the default (0: glibc's own behaviour); set it where memory, not speed, is short.
+MMAP_THRESHOLD = 0
 _M_MMAP_THRESHOLD = -3  # malloc.h
 _allocator_set = False
 
