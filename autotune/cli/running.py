@@ -10,7 +10,7 @@ import sys
 from autotune.cli.edges import print_run_notes
 from autotune.cli.outcome import run_limits
 from autotune.session import EXIT_USER_ERROR, RunSummary, exit_code, summary_line
-from autotune.spec import SpecError
+from autotune.spec import RunLimits, SpecError
 from autotune.storage.url import redact, resolve_url
 
 
@@ -89,8 +89,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _positive(args.workers, "--workers")
     limits = run_limits(args)
     url = resolve_url(args.storage)
-    from autotune import driver
-
     _cpu_only(args.devices)
     if args.workers > 1 or args.devices not in ("auto", "cpu"):
         from autotune.parallel import resume_parallel
@@ -106,21 +104,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
             limits=limits,
         )
         return _finish(s, url)
-    s = driver.resume_study(
-        url,
-        args.study,
-        n_trials=args.n_trials,
-        show_progress=not args.no_progress,
-        cache_dir=args.cache_dir,
-        limits=limits,
-    )
-    return _finish(s, url)
+    return _one_worker(args, url, limits)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     _positive(args.n_trials, "--n-trials")
-    limits = run_limits(args)
-    url = resolve_url(args.storage)
+    return _one_worker(args, resolve_url(args.storage), run_limits(args))
+
+
+def _one_worker(args: argparse.Namespace, url: str, limits: RunLimits) -> int:
+    """Continue the stored study in this process (``resume`` with one worker, ``worker``)."""
     from autotune import driver
 
     s = driver.resume_study(
