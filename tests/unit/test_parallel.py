@@ -5,7 +5,7 @@ import os
 import pytest
 
 from autotune.parallel import _argv, _env, _Worker, plan_devices
-from autotune.spec import SpecError
+from autotune.spec import RunLimits, SpecError
 
 
 def test_gpu_ids_pin_one_worker_per_gpu() -> None:
@@ -28,10 +28,11 @@ def test_bad_devices(bad: str) -> None:
 def test_worker_gets_the_url_by_environment_only() -> None:
     url = "postgresql://u:secret@h/db"
     env = _env(url, _Worker(0, "1", None))
-    argv = _argv("study", 10, None)
+    argv = _argv("study", 10, None, RunLimits(study_time_s=60.0))
     assert env["AUTOTUNE_STORAGE"] == url
     assert env["CUDA_VISIBLE_DEVICES"] == "1"
     assert not any("secret" in a for a in argv)
     assert "--storage" not in argv
+    assert argv[-2:] == ["--time-budget", "60.000s"]
     cpu_env = _env(url, _Worker(1, None, 3))
     assert cpu_env["AUTOTUNE_THREADS"] == cpu_env["OMP_NUM_THREADS"] == "3"
