@@ -78,9 +78,11 @@ def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str |
 
 class Gate:
     def __init__(self, spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> None:
-        from autotune.estimate.model import CostModel
+        from autotune.estimate.model import Correction, CostModel
 
         self.spec, self.store, self.name, self.guard = spec, store, name, guard
+        self.correction = Correction()
+        self._raw: dict[int, Any] = {}  # trial number -> the probe's own prediction, to learn from
         self.t_start = time.monotonic()
         self.cal = study_calibration(spec, store, name, cache_dir)
         self.model = CostModel(self.cal)
@@ -98,9 +100,11 @@ class Gate:
         """None: run the trial. A result: store it instead of running (nothing was trained)."""
         from autotune.storage.plan import mark_not_run, save_prediction
 
-        pred = self._predict(params)
-        if pred is None:
+        raw = self._predict(params)
+        if raw is None:
             return None
+        self._raw[number] = raw
+        pred = self.correction.apply(raw)
         save_prediction(self.store, self.name, number, pred.peak_memory_mb, pred.trial_time_s)
         if self.limit is not None and pred.peak_memory_mb > self.limit:
             mark_not_run(self.store, self.name, number)
@@ -127,12 +131,18 @@ class Gate:
                 return TrialResult(state=TrialState.INTERRUPTED, error="not started: it would overrun the time budget")
         return None
 
+    def after(self, number: int, result: TrialResult) -> None:
+        """A trial that ran to its end teaches the correction (see estimate.model.Correction)."""
+        raw = self._raw.pop(number, None)
+        if raw is not None and result.state is TrialState.COMPLETE:
+            self.correction.observe(raw, result.peak_memory_mb, result.wall_time_s)
+
     def _nothing_fits(self) -> bool:
         from autotune.estimate.model import space_values
 
         assert self.limit is not None
         return all(
-            self.model.predict(r, b).peak_memory_mb > self.limit
+            self.correction.apply(self.model.predict(r, b)).peak_memory_mb > self.limit
             for r in space_values(self.spec, "rank")
             for b in space_values(self.spec, "batch_size")
         )

@@ -5,8 +5,10 @@ with random weights and saved as a local model directory), one process: the cali
 ``autotune estimate`` runs first, then every (rank, batch) of rank {4, 8, 16, 32} x batch
 {16, 32, 64} runs as a fresh trial (``run_trial``, fresh adapters on the cached base model, as in
 a study) and its ``peak_memory_mb`` and ``train_time_s`` are compared with the prediction.
-Relative error = |predicted - measured| / measured. Writes bench/results/memory_prediction.json;
-the last line is
+Relative error = |predicted - measured| / measured. Two predictions per config: the probe's alone
+(what ``autotune estimate`` prints before any trial), and the one a study makes, which also learns
+from its finished trials (``estimate.model.Correction``, fed in this script's order). Writes
+bench/results/memory_prediction.json; the last line (the probe alone) is
 
     memory_median_err=A memory_max_err=B time_median_err=C
 
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.estimate.model import CostModel
+from autotune.estimate.model import Correction, CostModel
 from autotune.estimate.probe import calibrate
 from autotune.spec import StudySpec, parse_spec
 from autotune.trial import trial_config
@@ -102,11 +104,14 @@ def _one_model(spec: StudySpec) -> list[dict[str, Any]]:
     model = CostModel(cal)
     print(f"{spec.name}: probe {cal.probe_s:.1f} s on {cal.device}", file=sys.stderr, flush=True)
     rows = []
+    corr = Correction()  # what a study's Gate learns from its finished trials (planning.Gate.after)
     for r in RANKS:
         for b in BATCHES:
             pred = model.predict(r, b)
+            study_pred = corr.apply(pred)
             res = run_trial(trial_config(spec, {"rank": r, "batch_size": b, "learning_rate": 3e-3}), lambda s, v: False)
             assert res.peak_memory_mb is not None, res.error
+            corr.observe(pred, res.peak_memory_mb, res.wall_time_s)
             row = {
                 "model": spec.name,
                 "rank": r,
@@ -118,6 +123,9 @@ def _one_model(spec: StudySpec) -> list[dict[str, Any]]:
                 "train_s": res.train_time_s,
                 "memory_err": abs(pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
                 "time_err": abs(pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
+                # the same config predicted inside a study, after the trials before it (in this order)
+                "study_memory_err": abs(study_pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
+                "study_time_err": abs(study_pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
             }
             rows.append(row)
             print(
@@ -149,12 +157,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             rows += _one_model(_spec(name, Path(tmp), args.train_examples))
+    study_mem = [r["study_memory_err"] for r in rows]
+    study_tim = [r["study_time_err"] for r in rows]
     mem = [r["memory_err"] for r in rows]
     tim = [r["time_err"] for r in rows]
     summary = {
         "memory_median_err": statistics.median(mem),
         "memory_max_err": max(mem),
         "time_median_err": statistics.median(tim),
+        "study_memory_median_err": statistics.median(study_mem),
+        "study_memory_max_err": max(study_mem),
+        "study_time_median_err": statistics.median(study_tim),
         "seconds": time.perf_counter() - t0,
     }
     RESULTS.mkdir(exist_ok=True)
@@ -166,6 +179,12 @@ def main() -> None:
             f"time median err {statistics.median(r['time_err'] for r in mine):.3f}"
         )
     Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows, "args": vars(args)}, indent=2))
+    print(
+        "in a study (probe + the study's finished trials, planning.Gate): "
+        f"memory_median_err={summary['study_memory_median_err']:.3f} "
+        f"memory_max_err={summary['study_memory_max_err']:.3f} time_median_err={summary['study_time_median_err']:.3f}"
+    )
+    print("autotune estimate (probe only):")
     print(
         f"memory_median_err={summary['memory_median_err']:.3f} memory_max_err={summary['memory_max_err']:.3f} "
         f"time_median_err={summary['time_median_err']:.3f}"

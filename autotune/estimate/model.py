@@ -27,7 +27,7 @@ below a few hundred tokens), and a trial's train time sums it over its exact bat
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -163,6 +163,39 @@ class CostModel:
         evals = b.n_evals * b.eval_tokens * self.cal.eval_s_per_token
         total = self.cal.setup_s + train + evals
         return Prediction(rank, batch_size, max(0.0, peak), step, train, total, self.cal.setup_s)
+
+
+@dataclass
+class Correction:
+    """What the short probe misses over a whole trial, learned from the study's own finished
+    trials: the median ratio of measured to probe-predicted peak memory and trial time, applied to
+    the predictions that follow. On CPU the probe's four steps do not see the heap slack a full
+    trial accumulates (glibc keeps freed activation pages; worker/memory.py): MiniLM trials peak at
+    1.40-1.67x the probe's figure (bench/results/memory_prediction.json), a bias one trial reveals.
+    Before any trial it is 1 (``autotune estimate`` has only the probe)."""
+
+    memory: list[float] = field(default_factory=list)
+    time: list[float] = field(default_factory=list)
+
+    LIMITS = (0.5, 4.0)  # a ratio outside this is a broken measurement, not a bias to learn
+
+    def observe(self, raw: Prediction, peak_mb: float | None, wall_s: float | None) -> None:
+        lo, hi = self.LIMITS
+        if peak_mb and raw.peak_memory_mb > 0 and lo <= peak_mb / raw.peak_memory_mb <= hi:
+            self.memory.append(peak_mb / raw.peak_memory_mb)
+        if wall_s and raw.trial_time_s > 0 and lo <= wall_s / raw.trial_time_s <= hi:
+            self.time.append(wall_s / raw.trial_time_s)
+
+    def apply(self, raw: Prediction) -> Prediction:
+        m = float(np.median(self.memory)) if self.memory else 1.0
+        t = float(np.median(self.time)) if self.time else 1.0
+        return replace(
+            raw,
+            peak_memory_mb=raw.peak_memory_mb * m,
+            step_s=raw.step_s * t,
+            train_time_s=raw.train_time_s * t,
+            trial_time_s=raw.trial_time_s * t,
+        )
 
 
 def expected_fraction(pruner: str, evals: int, min_resource: int, reduction_factor: int, warmup: int) -> float:

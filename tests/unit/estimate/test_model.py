@@ -46,3 +46,20 @@ def test_asha_runs_a_fraction_of_each_trial() -> None:
     assert expected_fraction("none", 4, 1, 3, 0) == 1.0
     # rungs at 1 and 3 of 4 evaluations: 2/3 stop at 1/4, 2/9 at 3/4, 1/9 run to the end
     assert expected_fraction("asha", 4, 1, 3, 0) == pytest.approx(2 / 3 * 1 / 4 + 2 / 9 * 3 / 4 + 1 / 9)
+
+
+def test_a_study_learns_the_bias_the_probe_misses() -> None:
+    """After one finished trial peaking at 1.5x its prediction, the next prediction is 1.5x too;
+    a broken measurement (20x) teaches nothing."""
+    from autotune.estimate.model import Correction
+
+    model = CostModel(_cal())
+    corr = Correction()
+    first = model.predict(4, 16)
+    assert corr.apply(first) == first  # before any trial: the probe's figure
+    corr.observe(first, 1.5 * first.peak_memory_mb, 2.0 * first.trial_time_s)
+    corr.observe(first, 20 * first.peak_memory_mb, None)
+    nxt = model.predict(32, 64)
+    seen = corr.apply(nxt)
+    assert seen.peak_memory_mb == pytest.approx(1.5 * nxt.peak_memory_mb)
+    assert seen.trial_time_s == pytest.approx(2.0 * nxt.trial_time_s)
