@@ -10,6 +10,7 @@ one: Optuna's samplers assume a study's distributions never change.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from autotune.driver import run_study
 from autotune.edges import MAX_EXPANSIONS, find_edges, widen
@@ -22,22 +23,21 @@ from autotune.warm_start import warm_start
 def expand_after(
     spec: StudySpec, url: str, name: str, *, show_progress: bool, cache_dir: str | None
 ) -> RunSummary | None:
-    """Run the follow-up studies; return the last one's summary (None when none was needed)."""
+    """Run the follow-up studies; return the last one's summary (None when none was needed).
+    A widening that finds nothing better than the best so far ends the expansion: the bound was
+    not what held the search back (on the quickstart, widening lr to 9.5e-3 and batch to 8 found
+    only worse configs, and the old rule went on to widen the new study's own worse best)."""
     last: RunSummary | None = None
+    best_name, best = name, _best(url, name)
     for k in range(1, MAX_EXPANSIONS + 1):
-        store = Store.open(url, create=False)
-        try:
-            best = store.best(name)
-        finally:
-            store.close()
         edges = find_edges(best["params"], spec) if best else []
-        if not edges:
+        if not edges or best is None:
             break
         spec = widen(spec, edges)
         new = f"{name.split('-wide')[0]}-wide{k}"
         what = "; ".join(f"{e.param} {e.side} bound {e.bound:g} -> {e.widen_to:g}" for e in edges)
-        print(f"expand_bounds: best of '{name}' at the edge; widening {what} in study '{new}'", file=sys.stderr)
-        warm_start(spec, url, new, name)
+        print(f"expand_bounds: best of '{best_name}' at the edge; widening {what} in study '{new}'", file=sys.stderr)
+        warm_start(spec, url, new, best_name)
         last = run_study(
             spec,
             url,
@@ -48,5 +48,22 @@ def expand_after(
         )
         if last.interrupted:
             break
-        name = new
+        found = _best(url, new)
+        if found is None or found["score"] >= best["score"]:
+            seen = "no complete trial" if found is None else f"best {found['score']:.5g}"
+            print(
+                f"expand_bounds: '{new}' found nothing better ({seen}); the best stays trial "
+                f"{best['trial_number']} of '{best_name}' (score {best['score']:.5g})",
+                file=sys.stderr,
+            )
+            break
+        best_name, best = new, found
     return last
+
+
+def _best(url: str, name: str) -> dict[str, Any] | None:
+    store = Store.open(url, create=False)
+    try:
+        return store.best(name)
+    finally:
+        store.close()
