@@ -103,7 +103,6 @@ class Gate:
         raw = self._predict(params)
         if raw is None:
             return None
-        self._raw[number] = raw
         pred = self.correction.apply(raw)
         save_prediction(self.store, self.name, number, pred.peak_memory_mb, pred.trial_time_s)
         if self.limit is not None and pred.peak_memory_mb > self.limit:
@@ -129,6 +128,7 @@ class Gate:
                     0,
                 )
                 return TrialResult(state=TrialState.INTERRUPTED, error="not started: it would overrun the time budget")
+        self._raw[number] = raw  # the trial runs: `after` learns from its measurements
         return None
 
     def after(self, number: int, result: TrialResult) -> None:
