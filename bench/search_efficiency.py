@@ -122,6 +122,7 @@ class Tracker:
         self.n = 0
         self.best = math.inf
         self.wall = 0.0
+        self.decided = False  # the race stopped the study (not a Ctrl-C or a kill)
 
     def __call__(self, config: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
         config = dataclasses.replace(config, seed=self.train_seed)
@@ -135,6 +136,7 @@ class Tracker:
             self.best = min(self.best, result.score)
         self.on_trial(config, result, self)
         if self.should_stop is not None and interrupt is not None and self.should_stop(self):
+            self.decided = True
             interrupt.set()  # the driver's loop ends after this trial is stored
         return result
 
@@ -304,10 +306,12 @@ def cmd_race(args: argparse.Namespace) -> None:
             trial_run = _lookup(grid_rows) if strategy == "grid" and args.grid_from_table else run
             tracker = Tracker(trial_run, spec.seed, on_trial, stop)
             with tempfile.TemporaryDirectory() as tmp:
-                run_study(
+                summary = run_study(
                     sspec, f"sqlite:///{tmp}/race.db", n_trials=args.max_trials, show_progress=False,
                     cache_dir=cache, trial_fn=tracker,
                 )  # fmt: skip
+                if summary.interrupted and not tracker.decided:  # Ctrl-C or kill: not a finished seed
+                    sys.exit(f"{strategy} seed {seed} interrupted after {tracker.n} trials; its rows stay, unfinished")
                 if args.check_storage:
                     _check_storage(f"sqlite:///{tmp}/race.db", sspec.name, tracker)
             _append(out, RACE_FIELDS, {"strategy": strategy, "seed": seed, "trial": "end", "compute": tracker.compute,
