@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict, replace
 from typing import Any
@@ -95,6 +96,14 @@ def run_estimate(args: argparse.Namespace) -> int:
         f"{spec.pruner.name} pruning (expected {fraction:.0%} of each trial's budget): about "
         f"{_duration(total)} (probe took {cal.probe_s:.0f} s)"
     )
+    if cal.device == "cpu" and not os.environ.get("AUTOTUNE_MMAP_THRESHOLD"):
+        # bench/results/memory_prediction.json: MiniLM trials peaked at 1.4-1.9x the probe's figure
+        print(
+            "note: on CPU a whole trial's RSS also holds glibc's heap slack, which this short probe does not "
+            "see (MiniLM trials measured 1.4-1.9x these figures); a study corrects its predictions from its "
+            "finished trials (README, 'Plan before spending')",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -186,3 +186,12 @@ def test_estimate_smoke_lists_every_config(cli: CliFn) -> None:
     assert pairs == {(r, b) for r in (4, 8, 16, 32) for b in (16, 32, 64)}
     assert all(c["peak_memory_mb"] > 0 and c["trial_time_s"] > 0 for c in got["configs"])
     assert got["study"]["predicted_time_s"] > 0
+
+
+def test_estimate_table_says_what_cpu_figures_leave_out(cli: CliFn, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AUTOTUNE_MMAP_THRESHOLD", raising=False)
+    rc, out, err = cli("estimate", str(REPO / "studies" / "smoke.yaml"))
+    assert rc == 0, err
+    rows = [ln for ln in out.splitlines() if ln.strip()[:1].isdigit()]
+    assert len(rows) == 12 and "/12 configs fit" in out, out
+    assert "note: on CPU a whole trial's RSS also holds glibc's heap slack" in err, err
