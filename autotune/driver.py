@@ -22,10 +22,11 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from autotune import optuna_private, planning, recovery, study_setup
 from autotune.guard import RunGuard
 from autotune.inputs import check_inputs
+from autotune.limits import RunLimits
 from autotune.progress import Progress
 from autotune.search_space import distributions
 from autotune.session import RunSummary, TwoStageStop
-from autotune.spec import RunLimits, StudySpec
+from autotune.spec import StudySpec
 from autotune.storage import Store, claims
 from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
 

@@ -30,8 +30,8 @@ def expand_after(
     last: RunSummary | None = None
     best_name, best = name, _best(url, name)
     for k in range(1, MAX_EXPANSIONS + 1):
-        edges = find_edges(best["params"], spec) if best else []
-        if not edges or best is None:
+        edges = find_edges(best["params"], spec) if best is not None else []
+        if best is None or not edges:
             break
         spec = widen(spec, edges)
         new = f"{name.split('-wide')[0]}-wide{k}"

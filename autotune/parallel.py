@@ -19,9 +19,10 @@ import time
 from dataclasses import dataclass
 
 from autotune import study_setup
+from autotune.limits import RunLimits
 from autotune.progress import finished_line, make_bar
 from autotune.session import EXIT_STOPPED, EXIT_USER_ERROR, RunSummary, TwoStageStop
-from autotune.spec import RunLimits, SpecError, StudySpec
+from autotune.spec import SpecError, StudySpec
 from autotune.storage import ENV_VAR, Store
 
 POLL_S = 0.5

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from autotune.spec import RunLimits, SpecError, StudySpec
+from autotune.limits import RunLimits
+from autotune.spec import SpecError, StudySpec
 
 _UNITS_S: dict[str, float] = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600}
 _UNITS_MB: dict[str, float] = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024}

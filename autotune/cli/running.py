@@ -9,8 +9,9 @@ import sys
 
 from autotune.cli.edges import print_run_notes
 from autotune.cli.outcome import run_limits
+from autotune.limits import RunLimits
 from autotune.session import EXIT_USER_ERROR, RunSummary, exit_code, summary_line
-from autotune.spec import RunLimits, SpecError
+from autotune.spec import SpecError
 from autotune.storage.url import redact, resolve_url
 
 

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
+from autotune.limits import RunLimits
 from autotune.parallel import _argv, _env, _Worker, plan_devices
-from autotune.spec import RunLimits, SpecError
+from autotune.spec import SpecError
 
 
 def test_gpu_ids_pin_one_worker_per_gpu() -> None:

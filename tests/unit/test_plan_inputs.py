@@ -106,8 +106,9 @@ def test_run_limits_reach_parallel_workers_unchanged() -> None:
     parse back to the same values and override the stored spec's budget."""
     from autotune.cli.main import build_parser
     from autotune.cli.outcome import run_limits
+    from autotune.limits import RunLimits
     from autotune.parallel import _argv
-    from autotune.spec import RunLimits, parse_spec
+    from autotune.spec import parse_spec
     from tests.conftest import tiny_spec
 
     limits = RunLimits(study_time_s=1800.0, memory_limit_mb=20 * 1024.0)
