@@ -40,6 +40,7 @@ def lora_kwargs(row: dict[str, Any], spec: StudySpec) -> dict[str, Any]:
         "r": rank,
         "lora_alpha": _num(alpha),
         "lora_dropout": dropout,
+        **({"use_rslora": True} if spec.lora.rslora else {}),  # peft's default is False
         "target_modules": resolved_target_modules(row, spec),
         "task_type": TASK_TYPES[spec.task],
     }

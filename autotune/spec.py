@@ -82,6 +82,10 @@ class LoraSpec(_Strict):
 
     alpha_ratio: float = Field(2.0, gt=0.0, description="lora_alpha = alpha_ratio * rank (default 2 x rank)")
     dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    # rsLoRA (Kalajdzievski 2023, arXiv 2312.03732): scaling alpha/r shrinks the update of a
+    # high rank until it learns no more than a low one; alpha/sqrt(r) keeps higher ranks useful.
+    # Off by default: the issue-10 race has not confirmed it on our tasks (docs/search.md).
+    rslora: bool = Field(False, description="scale adapters by alpha/sqrt(rank) (rsLoRA) instead of alpha/rank")
 
 
 class ParamRange(_Strict):
@@ -123,6 +127,9 @@ def _default_batch() -> ParamRange:
 
 
 def _default_lr() -> ParamRange:
+    # LoRA's best learning rate is about 10x full fine-tuning's (1e-5..1e-4 for most models) and
+    # nearly independent of the rank (Schulman et al., "LoRA Without Regret", Thinking Machines
+    # Lab, 2025): one decade around 3e-4 covers it. A new head trained from scratch wants more.
     return ParamRange(low=1e-4, high=1e-3, log=True)
 
 

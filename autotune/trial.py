@@ -83,6 +83,7 @@ class TrialConfig:
     weight_decay: float
     cache_dir: str | None = None
     compile: bool = False
+    use_rslora: bool = False  # peft's LoraConfig(use_rslora=...): alpha/sqrt(rank) scaling
 
 
 def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, float]:
@@ -118,6 +119,7 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         weight_decay=spec.weight_decay,
         cache_dir=cache_dir,
         compile=spec.compile,
+        use_rslora=spec.lora.rslora,
     )
 
 

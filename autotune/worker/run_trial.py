@@ -146,6 +146,7 @@ def _add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
         r=c.rank,
         lora_alpha=c.lora_alpha,  # type: ignore[arg-type]  # peft accepts a float alpha
         lora_dropout=c.lora_dropout,
+        use_rslora=c.use_rslora,
         target_modules=resolve_target_modules(base, c.model.target_modules),
         task_type="CAUSAL_LM" if c.task == "causal-lm" else "SEQ_CLS",
     )

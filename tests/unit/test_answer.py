@@ -92,3 +92,13 @@ def test_pinned_spec_round_trip_reproduces_the_trial_config() -> None:
     only = {name: d.choices[0] for name, d in dists.items()}  # type: ignore[attr-defined]
     assert all(len(d.choices) == 1 for d in dists.values())  # type: ignore[attr-defined]
     assert trial_config(pinned, only) == dataclasses.replace(trial_config(spec, row["params"]), precision="fp32")
+
+
+def test_an_rslora_study_exports_rslora() -> None:
+    ns: dict[str, Any] = {}
+    spec = parse_spec({**_spec().model_dump(mode="json"), "lora": {"target_modules": "attention", "rslora": True}})
+    exec(peft_snippet("s", _row(), spec), ns)
+    assert ns["lora_config"].use_rslora is True
+    ns = {}
+    exec(peft_snippet("s", _row(), _spec()), ns)
+    assert ns["lora_config"].use_rslora is False

@@ -139,3 +139,26 @@ def test_a_failed_adapter_removal_drops_the_cached_base(tmp_path: Path, monkeypa
     assert not [n for n, _ in rt._MODELS.model.named_modules() if "lora" in n.lower()]
     # The reloaded base gives the same result as the first trial on a clean base.
     assert second.score == pytest.approx(first.score, rel=1e-5)
+
+
+def test_rslora_scales_adapters_by_the_square_root_of_the_rank(tmp_path: Path) -> None:
+    """``lora.rslora: true`` (arXiv 2312.03732): the adapters train with alpha/sqrt(r), so the
+    same rank and learning rate learn a different (here: larger) update than with alpha/r."""
+    from autotune.worker.run_trial import _add_adapters, base_model, prepare_data
+
+    params = {"rank": 16, "batch_size": 16, "learning_rate": 5e-3}
+    plain = parse_spec(tiny_spec())
+    rs = parse_spec(tiny_spec(lora={"target_modules": "all-linear", "dropout": 0.0, "rslora": True}))
+    c = trial_config(rs, params, cache_dir=str(tmp_path))
+    assert c.use_rslora
+    entry = prepare_data(c)
+    model = _add_adapters(base_model(c, entry, torch.device("cpu"), pick_precision("auto", torch.device("cpu"))), c)
+    from peft.tuners.lora import LoraLayer
+
+    scalings = {m.scaling["default"] for m in model.modules() if isinstance(m, LoraLayer)}
+    assert len(scalings) == 1
+    assert scalings.pop() == pytest.approx(c.lora_alpha / 16**0.5)  # not alpha / r = 2
+    a = run_trial(trial_config(plain, params, cache_dir=str(tmp_path)), lambda k, s: False)
+    b = run_trial(c, lambda k, s: False)
+    assert a.state == b.state == TrialState.COMPLETE
+    assert a.val_loss != pytest.approx(b.val_loss, rel=1e-4)
