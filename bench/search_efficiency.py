@@ -272,16 +272,13 @@ def cmd_race(args: argparse.Namespace) -> None:
     grid_best, grid_compute = grid_facts(grid_rows)
     n_fixed = spec.n_trials
     run = _worker() if args.strategies else None
-    if args.legacy_startup:  # the pre-issue-10 TPE, for a before/after race in one code base
-        from autotune import samplers
-
-        samplers.SAMPLERS["tpe"] = _legacy_tpe
+    _swap_tpe(args)
     cache = args.cache_dir or os.environ.get("AUTOTUNE_CACHE_DIR")
     for strategy in args.strategies:
         out = _race_csv(args, spec, strategy)
         out.parent.mkdir(parents=True, exist_ok=True)
         done = {int(r["seed"]) for r in _read(out) if r["trial"] == "end"}
-        for seed in range(args.seeds):
+        for seed in args.only_seeds if args.only_seeds is not None else range(args.seeds):
             if seed in done:
                 continue
             sdata = strategy_spec(spec, strategy, seed, gspec).model_dump(mode="json")
@@ -306,6 +303,8 @@ def cmd_race(args: argparse.Namespace) -> None:
             trial_run = _lookup(grid_rows) if strategy == "grid" and args.grid_from_table else run
             tracker = Tracker(trial_run, spec.seed, on_trial, stop)
             with tempfile.TemporaryDirectory() as tmp:
+                if args.warm_from_race:
+                    _seed_priors(f"sqlite:///{tmp}/race.db", sspec, _race_priors(args, seed))
                 summary = run_study(
                     sspec, f"sqlite:///{tmp}/race.db", n_trials=args.max_trials, show_progress=False,
                     cache_dir=cache, trial_fn=tracker,
@@ -319,6 +318,50 @@ def cmd_race(args: argparse.Namespace) -> None:
             print(f"{strategy} seed {seed}: {tracker.n} trials, {tracker.compute} examples, best {tracker.best:.4f}",
                   flush=True)  # fmt: skip
     summarize(args, spec, grid_best, grid_compute, n_fixed)
+
+
+def _race_priors(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
+    """``--warm-from-race CSV``: the complete trials among the first ``n_trials`` of another seed's
+    real race (an earlier fixed study with another sampler seed, on the same task and budget)."""
+    rows = _read(Path(args.warm_from_race))
+    seeds = sorted({int(r["seed"]) for r in rows})
+    src = seeds[((seeds.index(seed) if seed in seeds else seed) + args.warm_offset) % len(seeds)]
+    n_fixed = load_spec(args.spec).n_trials
+    first = [r for r in rows if int(r["seed"]) == src and r["trial"] != "end" and int(r["trial"]) <= n_fixed]
+    return [r for r in first if r["state"] == "complete"]
+
+
+def _seed_priors(url: str, sspec: StudySpec, rows: list[dict[str, Any]]) -> None:
+    """What ``autotune run --warm-start`` does (autotune.warm_start), from race rows."""
+    import optuna
+
+    from autotune.search_space import distributions
+    from autotune.storage import Store
+    from autotune.study_setup import open_study
+
+    dists = distributions(sspec)
+    store = Store.open(url, create=True)
+    try:
+        open_study(sspec, store, sspec.name).add_trials([
+            optuna.trial.create_trial(
+                params={"rank": int(r["rank"]), "batch_size": int(r["batch_size"]),
+                        "learning_rate": float(r["learning_rate"])},
+                distributions=dists, value=float(r["score"]),
+            )
+            for r in rows
+        ])  # fmt: skip
+    finally:
+        store.close()
+
+
+def _swap_tpe(args: argparse.Namespace) -> None:
+    """``--legacy-startup`` / ``--tpe V``: race another sampler under the ``tpe`` name."""
+    from autotune import samplers
+
+    if args.legacy_startup:  # the pre-issue-10 TPE, for a before/after race in one code base
+        samplers.SAMPLERS["tpe"] = _legacy_tpe
+    elif args.tpe:
+        samplers.SAMPLERS["tpe"] = _tpe_variant(args.tpe)
 
 
 def _lookup(grid_rows: list[dict[str, Any]]) -> TrialFn:
@@ -423,9 +466,59 @@ def _legacy_tpe(spec: StudySpec, seed: int | None = None) -> Any:
     return optuna.samplers.TPESampler(seed=spec.seed if seed is None else seed, multivariate=True)
 
 
+def _tpe_variant(name: str) -> Any:
+    """A sampler to race in place of the default ``tpe`` (same Sobol start-up, only the model after
+    it differs): the candidates for issue 10's "make it win"."""
+    import optuna
+
+    from autotune.search_space import distributions
+    from autotune.startup import SpaceFillingStartup, startup_trials
+
+    def make(spec: StudySpec, seed: int) -> Any:
+        n = startup_trials(spec)
+        kw: dict[str, Any] = {"seed": seed, "multivariate": True, "constant_liar": True, "n_startup_trials": n}
+        if name == "plain":  # the default before the edge probe: Sobol start-up, then TPE
+            inner: Any = optuna.samplers.TPESampler(**kw)
+        elif name == "gp":  # GP counts only complete trials toward its start-up: Sobol covers the start
+            inner = optuna.samplers.GPSampler(seed=seed, n_startup_trials=1)
+        elif name == "univariate":
+            inner = optuna.samplers.TPESampler(**{**kw, "multivariate": False})
+        elif name == "endpoints":
+            inner = optuna.samplers.TPESampler(**kw, consider_endpoints=True)
+        elif name == "prior_half":
+            inner = optuna.samplers.TPESampler(**kw, prior_weight=0.5)
+        elif name == "ei64":
+            inner = optuna.samplers.TPESampler(**kw, n_ei_candidates=64)
+        elif name == "gamma2":  # at least two good trials, so the good density is not one point
+            inner = optuna.samplers.TPESampler(**kw, gamma=lambda k: max(2, min(math.ceil(0.1 * k), 25)))
+        elif name.startswith("probe"):
+            from autotune.edge_probe import EdgeProbe
+
+            extras: dict[str, dict[str, Any]] = {
+                "probe": {}, "probe_prior2": {"prior_weight": 2.0}, "probe_ei64": {"n_ei_candidates": 64},
+                "probe_univariate": {"multivariate": False},
+            }  # fmt: skip
+            extra = extras[name]
+            tpe = optuna.samplers.TPESampler(**{**kw, **extra})
+            return EdgeProbe(SpaceFillingStartup(tpe, distributions(spec), n, spec.seed), distributions(spec), n)
+        else:
+            raise SystemExit(f"unknown --tpe variant {name!r}")
+        return SpaceFillingStartup(inner, distributions(spec), n, spec.seed)
+
+    return make
+
+
+TPE_VARIANTS = [
+    "plain", "probe", "probe_prior2", "probe_ei64", "probe_univariate", "gp", "univariate", "endpoints", "prior_half",
+    "ei64", "gamma2",
+]  # fmt: skip
+
+
 def _apply_variant(data: dict[str, Any], args: argparse.Namespace) -> None:
     if args.min_resource is not None and data["pruner"]["name"] != "none":
         data["pruner"]["min_resource"] = args.min_resource
+    if args.reduction_factor is not None and data["pruner"]["name"] != "none":
+        data["pruner"]["reduction_factor"] = args.reduction_factor
 
 
 def replay_one(
@@ -441,7 +534,7 @@ def replay_one(
     from autotune.samplers import make_pruner, make_sampler
     from autotune.search_space import distributions
 
-    sampler = _legacy_tpe(sspec) if args.legacy_startup and sspec.sampler.name == "tpe" else make_sampler(sspec)
+    sampler = make_sampler(sspec)  # cmd_replay swapped in --legacy-startup / --tpe
     study = optuna.create_study(sampler=sampler, pruner=make_pruner(sspec), direction="minimize")
     dists = distributions(sspec)
     if priors:
@@ -451,7 +544,7 @@ def replay_one(
 
     def objective(trial: optuna.Trial) -> float:
         p = {k: _suggest(trial, k, d) for k, d in dists.items()}
-        row = table[(int(p["rank"]), int(p["batch_size"]), float(p["learning_rate"]))]
+        row = _row_at(table, int(p["rank"]), int(p["batch_size"]), float(p["learning_rate"]))
         if at_eval is not None:  # a study with a smaller budget: the curve's score at that point
             ex, score = row["curve"].split()[at_eval - 1].split(":")
             state["compute"] += int(ex)
@@ -475,6 +568,23 @@ def replay_one(
     if keep is not None:
         keep.extend(t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE)
     return trace
+
+
+def _row_at(table: dict[tuple[int, int, float], dict[str, Any]], rank: int, batch: int, lr: float) -> dict[str, Any]:
+    """The grid's run at (rank, batch, lr); an lr between the grid's values (``--surrogate``) gets
+    every evaluation's score interpolated linearly in log lr between its two grid neighbours."""
+    if (rank, batch, lr) in table:
+        return table[(rank, batch, lr)]
+    lrs = sorted(k[2] for k in table if k[:2] == (rank, batch))
+    lo = max([x for x in lrs if x <= lr], default=lrs[0])
+    hi = min([x for x in lrs if x >= lr], default=lrs[-1])
+    a, b = table[(rank, batch, lo)], table[(rank, batch, hi)]
+    w = 0.0 if hi == lo else (math.log(lr) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    points = []
+    for pa, pb in zip(a["curve"].split(), b["curve"].split(), strict=True):
+        ex, sa = pa.split(":")
+        points.append(f"{ex}:{(1 - w) * float(sa) + w * float(pb.split(':')[1]):.5f}")
+    return {**a, "learning_rate": lr, "curve": " ".join(points), "score": points[-1].split(":")[1]}
 
 
 def _rung_signal(rows: list[dict[str, Any]]) -> None:
@@ -502,6 +612,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
     spec = load_spec(args.spec)
+    _swap_tpe(args)
     rows = read_grid(Path(args.grid_csv or RESULTS / f"search_grid_{_stem(spec)}.csv"), spec.seed)
     grid_best, grid_compute = grid_facts(rows)
     table = {(int(r["rank"]), int(r["batch_size"]), float(r["learning_rate"])): r for r in rows}
@@ -509,15 +620,21 @@ def cmd_replay(args: argparse.Namespace) -> None:
     if len(table) < n_full:
         sys.exit(f"the grid table holds {len(table)} of {n_full} configs: a replay needs all of them")
     data = spec.model_dump(mode="json")
-    data["search"]["learning_rate"] = {"choices": sorted({k[2] for k in table})}
+    if not args.surrogate:
+        data["search"]["learning_rate"] = {"choices": sorted({k[2] for k in table})}
     data["search"]["rank"] = {"choices": sorted({k[0] for k in table})}
     data["search"]["batch_size"] = {"choices": sorted({k[1] for k in table})}
     on_grid = parse_spec(data, "replay spec")
     near = sum(1 for r in rows if float(r["score"]) <= grid_best * (1 + WITHIN))
+    variant = "legacy TPE start-up" if args.legacy_startup else (args.tpe or "current")
+    lr_how = (
+        "SURROGATE: learning rate continuous, scores interpolated in log lr between the grid's values"
+        if args.surrogate
+        else f"learning rate restricted to the grid's {len(grid_lrs(spec))} values"
+    )
     print(
-        f"REPLAY over the grid table ({len(rows)} real runs; learning rate restricted to the grid's "
-        f"{len(data['search']['learning_rate']['choices'])} values; {args.seeds} seeds): {near} configs within 1% "
-        f"of the best {grid_best:.4f}; variant: {'legacy TPE start-up' if args.legacy_startup else 'current'}"
+        f"REPLAY over the grid table ({len(rows)} real runs; {lr_how}; {args.seeds} seeds): {near} configs within 1% "
+        f"of the best {grid_best:.4f}; variant: {variant}"
         f", min_resource {args.min_resource or 'spec default'}"
         + (f"; warm-started from a {spec.n_trials}-trial study with seed +{args.warm_from}" if args.warm_from else "")
         + (f" whose budget ended at evaluation {args.warm_at_eval}" if args.warm_at_eval else "")
@@ -562,13 +679,19 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=list(STRATEGIES))
         p.add_argument("--max-trials", type=int, default=200, help="cap on trials per seed")
         p.add_argument("--min-resource", type=int, default=None, help="variant: ASHA's first rung (evaluation index)")
+        p.add_argument("--reduction-factor", type=int, default=None, help="variant: ASHA's reduction factor")
         p.add_argument("--legacy-startup", action="store_true", help="variant: TPE as before issue 10")
+        p.add_argument("--tpe", choices=TPE_VARIANTS, default=None, help="variant: another model after the start-up")
         p.add_argument(
             "--warm-from", type=int, default=None, help="replay: warm-start from a fixed study with seed + this"
         )
         p.add_argument(
             "--warm-at-eval", type=int, default=None, help="replay: that earlier study's budget ends at this evaluation"
         )
+    sub.choices["replay"].add_argument(
+        "--surrogate", action="store_true",
+        help="keep the spec's continuous lr range; score = the grid's curves interpolated in log lr",
+    )  # fmt: skip
     g = sub.choices["grid"]
     g.add_argument("--out", default=None)
     g.add_argument("--reseed", type=int, default=3, help="configs to re-run with another training seed")
@@ -579,6 +702,16 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--out-dir", default=None)
     r.add_argument("--tag", default="", help="suffix of the race CSVs (a variant's name)")
     r.add_argument("--cache-dir", default=None)
+    r.add_argument(
+        "--warm-from-race", default=None,
+        help="warm-start each seed's study from the complete trials among the first n_trials of another seed "
+        "in this race CSV (a real earlier study with another sampler seed)",
+    )  # fmt: skip
+    r.add_argument("--warm-offset", type=int, default=1, help="--warm-from-race: take seed s + this (mod the seeds)")
+    r.add_argument(
+        "--only-seeds", type=int, nargs="+", default=None,
+        help="run just these seeds (split one strategy's seeds over processes; the summary still reads --seeds)",
+    )  # fmt: skip
     r.add_argument("--check-storage", action="store_true", help="cross-check compute against the trials table")
     r.add_argument(
         "--grid-from-table", action="store_true",

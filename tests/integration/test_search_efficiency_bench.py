@@ -44,3 +44,31 @@ def test_race_runs_on_the_smoke_study(tmp_path: Path, capsys: pytest.CaptureFixt
     assert 1 <= len(trials) <= 4
     # compute is cumulative and counts every trial's examples, pruned ones' partial work included
     assert int(trials[-1]["compute"]) == sum(int(r["examples_seen"]) for r in trials)
+    # a second race warm-started from the first one's trials (what `run --warm-start` does): the
+    # priors are in the Optuna study, not counted as this race's trials or compute
+    se.main([*race, "--out-dir", str(tmp_path), "--tag", "_warm", "--cache-dir", str(tmp_path / "cache"),
+             "--warm-from-race", str(tmp_path / "race_smoke_tpe_asha.csv"), "--warm-offset", "0"])  # fmt: skip
+    warm = [r for r in se._read(tmp_path / "race_smoke_warm_tpe_asha.csv") if r["trial"] != "end"]
+    assert 1 <= len(warm) <= 4
+    assert int(warm[0]["compute"]) == int(warm[0]["examples_seen"])
+
+
+def test_surrogate_scores_lie_between_the_grid_neighbours() -> None:
+    """``replay --surrogate``: an lr between two grid values gets each evaluation's score
+    interpolated on the log scale; a grid lr gets its own run back."""
+    table = {
+        (8, 16, 1e-3): {"curve": "256:2.0 512:1.5", "score": "1.5", "examples_seen": "512"},
+        (8, 16, 1e-2): {"curve": "256:1.0 512:0.5", "score": "0.5", "examples_seen": "512"},
+    }
+    assert se._row_at(table, 8, 16, 1e-3) is table[(8, 16, 1e-3)]
+    mid = se._row_at(table, 8, 16, 10**-2.5)  # the log-middle
+    assert mid["curve"] == "256:1.50000 512:1.00000"
+    assert float(mid["score"]) == pytest.approx(1.0)
+
+
+def test_surrogate_replay_runs_over_the_committed_quickstart_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    se.main(["replay", "--spec", str(REPO / "studies" / "quickstart.yaml"), "--surrogate", "--seeds", "2",
+             "--strategies", "tpe_asha"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "SURROGATE" in out
+    assert re.search(r"replay tpe_asha: median share \d\.\d+ .* reached \d/2", out), out
