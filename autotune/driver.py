@@ -177,8 +177,6 @@ class _Loop:
             result = skip
         else:
             result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
-            if self.gate is not None:
-                self.gate.after(trial.number, result)
         self.guard.observe(result)
         return _conclude(self, trial, params, result)
 

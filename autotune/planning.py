@@ -79,11 +79,12 @@ def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str |
 class Gate:
     def __init__(self, spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> None:
         from autotune.estimate.model import Correction, CostModel
+        from autotune.estimate.probe import device_key
 
         self.spec, self.store, self.name, self.guard = spec, store, name, guard
         self.correction = Correction()
-        self._raw: dict[int, Any] = {}  # trial number -> the probe's own prediction, to learn from
         self.t_start = time.monotonic()
+        self.key = device_key(spec)
         self.cal = study_calibration(spec, store, name, cache_dir)
         self.model = CostModel(self.cal)
         self.limit, self.limit_source = memory_limit_mb(spec, self.cal)
@@ -103,6 +104,7 @@ class Gate:
         raw = self._predict(params)
         if raw is None:
             return None
+        self.correction = self._study_correction()
         pred = self.correction.apply(raw)
         save_prediction(self.store, self.name, number, pred.peak_memory_mb, pred.trial_time_s)
         if self.limit is not None and pred.peak_memory_mb > self.limit:
@@ -128,14 +130,23 @@ class Gate:
                     0,
                 )
                 return TrialResult(state=TrialState.INTERRUPTED, error="not started: it would overrun the time budget")
-        self._raw[number] = raw  # the trial runs: `after` learns from its measurements
         return None
 
-    def after(self, number: int, result: TrialResult) -> None:
-        """A trial that ran to its end teaches the correction (see estimate.model.Correction)."""
-        raw = self._raw.pop(number, None)
-        if raw is not None and result.state is TrialState.COMPLETE:
-            self.correction.observe(raw, result.peak_memory_mb, result.wall_time_s)
+    def _study_correction(self) -> Any:
+        """The correction (estimate.model.Correction) learned from every complete trial of the
+        study that ran on this kind of device, whichever worker or run trained it: a resumed study
+        or a newly joined worker predicts with what the study has already measured."""
+        from autotune.estimate.model import Correction
+        from autotune.estimate.probe import trial_device_key
+
+        c = Correction()
+        for r in self.store.trials(self.name):
+            if r["state"] != TrialState.COMPLETE.value or trial_device_key(r["device"], r["precision"]) != self.key:
+                continue
+            raw = self._predict(r["params"])
+            if raw is not None:
+                c.observe(raw, r["peak_memory_mb"], r["wall_time_s"])
+        return c
 
     def _nothing_fits(self) -> bool:
         from autotune.estimate.model import space_values

@@ -104,7 +104,7 @@ def _one_model(spec: StudySpec) -> list[dict[str, Any]]:
     model = CostModel(cal)
     print(f"{spec.name}: probe {cal.probe_s:.1f} s on {cal.device}", file=sys.stderr, flush=True)
     rows = []
-    corr = Correction()  # what a study's Gate learns from its finished trials (planning.Gate.after)
+    corr = Correction()  # what a study's Gate learns from its finished trials (planning.Gate._study_correction)
     for r in RANKS:
         for b in BATCHES:
             pred = model.predict(r, b)

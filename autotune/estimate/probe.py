@@ -11,6 +11,7 @@ peak), from the trial's own seeded batch order. Imports torch: call it where a t
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from typing import Any
@@ -120,6 +121,17 @@ def device_key(spec: StudySpec) -> str:
         rt._apply_thread_limit()
         where = f"cpu x{torch.get_num_threads()}"
     return f"{where}|{prec.name}"
+
+
+def trial_device_key(device: str | None, precision: str | None) -> str | None:
+    """``device_key`` of a stored trial, from its ``device`` and ``precision`` columns
+    (``worker.precision.device_name``: a GPU's name, or "cpu (arch, N threads)")."""
+    if not device or not precision:
+        return None
+    if device.startswith("cpu"):
+        m = re.search(r"(\d+) threads", device)
+        return f"cpu x{m.group(1)}|{precision}" if m else None
+    return f"{device}|{precision}"
 
 
 def device_memory_mb(device_type: str) -> float | None:

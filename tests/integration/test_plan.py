@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,6 +154,48 @@ def test_resume_reuses_the_stored_probe(
     store.close()
     assert len(rows) == 4
     assert all(r["predicted_memory_mb"] is not None and r["predicted_time_s"] for r in rows), rows
+
+
+def test_resume_predicts_with_what_the_study_measured(cli: CliFn, write_spec: Callable[..., Path], db_url: str) -> None:
+    """The correction of the probe's figures is learned from the study's stored trials, so a
+    resumed run (or a worker that joins later) starts with it: here the first run's trials are
+    made to have measured 2x the probe's memory and 1.5x its time; resume's trial is predicted so."""
+    from sqlalchemy import update
+
+    from autotune.estimate.model import Calibration, CostModel
+    from autotune.estimate.probe import device_key
+    from autotune.spec import parse_spec
+    from autotune.storage.plan import load_calibration
+    from autotune.storage.tables import trials
+
+    data = tiny_spec(name="corr", n_trials=2)
+    assert cli("run", str(write_spec(data)), "--storage", db_url, "--no-progress")[0] == 0
+    store = Store.open(db_url, create=False)
+    try:
+        stored = load_calibration(store, "corr", device_key(parse_spec(data)))
+        assert stored is not None
+        model = CostModel(Calibration.from_json(stored))
+
+        def raw(r: dict[str, object]) -> Any:
+            params: Any = r["params"]
+            return model.predict(int(params["rank"]), int(params["batch_size"]))
+
+        first = store.trials("corr")
+        assert [r["state"] for r in first] == ["complete", "complete"]
+        with store.engine.begin() as conn:
+            for r in first:
+                conn.execute(
+                    update(trials)
+                    .where(trials.c.study_name == "corr", trials.c.trial_number == r["trial_number"])
+                    .values(peak_memory_mb=2 * raw(r).peak_memory_mb, wall_time_s=1.5 * raw(r).trial_time_s)
+                )
+        rc, _, err = cli("resume", "corr", "--storage", db_url, "--no-progress", "--n-trials", "3")
+        assert rc == 0, err
+        new = store.trials("corr")[2]
+    finally:
+        store.close()
+    assert new["predicted_memory_mb"] == pytest.approx(2 * raw(new).peak_memory_mb, rel=1e-6)
+    assert new["predicted_time_s"] == pytest.approx(1.5 * raw(new).trial_time_s, rel=1e-6)
 
 
 def test_relative_paths_and_fingerprint_on_resume(
