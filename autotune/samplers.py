@@ -11,6 +11,7 @@ from typing import Any
 
 import optuna
 
+from autotune.edge_probe import EdgeProbe
 from autotune.search_space import distributions, grid
 from autotune.spec import StudySpec
 from autotune.startup import SpaceFillingStartup, startup_trials
@@ -28,8 +29,10 @@ def _tpe(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     # the region another worker is already training (Optuna's TPESampler docs; a no-op for one
     # worker, whose only running trial is the one being sampled).
     tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=n_startup)
-    # The start-up points: one Sobol table per study (the study's seed), shared by every worker.
-    return SpaceFillingStartup(tpe, distributions(spec), n_startup, spec.seed)
+    # The start-up points: one Sobol table per study (the study's seed), shared by every worker;
+    # after them, a best next to a bound is tried on the bound (edge_probe.py: issue 10's race).
+    space = distributions(spec)
+    return EdgeProbe(SpaceFillingStartup(tpe, space, n_startup, spec.seed), space, n_startup)
 
 
 def _gp(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:

@@ -297,7 +297,8 @@ def cmd_race(args: argparse.Namespace) -> None:
 
             def stop(t: Tracker) -> bool:
                 reached = t.best <= grid_best * (1 + WITHIN)
-                return (reached and t.n >= n_fixed) or t.compute >= grid_compute or t.n >= args.max_trials
+                cap = grid_compute * args.max_share
+                return (reached and t.n >= n_fixed) or t.compute >= cap or t.n >= args.max_trials
 
             assert run is not None
             trial_run = _lookup(grid_rows) if strategy == "grid" and args.grid_from_table else run
@@ -565,8 +566,12 @@ def replay_one(
         reached = state["best"] <= grid_best * (1 + WITHIN)
         if (reached and n >= n_fixed) or state["compute"] >= grid_compute:
             break
-    if keep is not None:
-        keep.extend(t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE)
+    if keep is not None:  # as autotune.warm_start.priors builds them: params and score, no pruner state
+        keep.extend(
+            optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value)
+            for t in study.trials
+            if t.state == optuna.trial.TrialState.COMPLETE
+        )
     return trace
 
 
@@ -708,6 +713,11 @@ def main(argv: list[str] | None = None) -> None:
         "in this race CSV (a real earlier study with another sampler seed)",
     )  # fmt: skip
     r.add_argument("--warm-offset", type=int, default=1, help="--warm-from-race: take seed s + this (mod the seeds)")
+    r.add_argument(
+        "--max-share", type=float, default=1.0,
+        help="stop a seed that has not got there after this share of the grid's compute (it counts as 1.0: "
+        "a median below the cap is the same as without it)",
+    )  # fmt: skip
     r.add_argument(
         "--only-seeds", type=int, nargs="+", default=None,
         help="run just these seeds (split one strategy's seeds over processes; the summary still reads --seeds)",
