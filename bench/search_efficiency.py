@@ -417,7 +417,8 @@ def seed_outcome(rows: list[dict[str, str]], grid_best: float, grid_compute: int
             fixed = best
         if not reached and best <= grid_best * (1 + WITHIN) and int(r["compute"]) <= grid_compute:
             share, wall, reached = int(r["compute"]) / grid_compute, float(r["wall_s"]), True
-    return {"share": share, "wall": wall, "reached": reached, "fixed": fixed, "trials": len(rows)}
+    compute = int(rows[-1]["compute"]) if rows else 0
+    return {"share": share, "wall": wall, "reached": reached, "fixed": fixed, "trials": len(rows), "compute": compute}
 
 
 def summarize(args: argparse.Namespace, spec: StudySpec, grid_best: float, grid_compute: int, n_fixed: int) -> None:
@@ -430,7 +431,10 @@ def summarize(args: argparse.Namespace, spec: StudySpec, grid_best: float, grid_
             rows = _read(Path(args.out_dir or RESULTS) / f"race_{_stem(spec)}_{strategy}.csv")
             if rows:
                 print(f"{strategy}: no '{args.tag}' run, using the untagged one")
-        seeds = sorted({int(r["seed"]) for r in rows if r["trial"] == "end"})
+        ended = {int(r["seed"]) for r in rows if r["trial"] == "end"}
+        # a seed with trials but no end row was stopped (killed for time, or still running): it
+        # counts as what it reached, else 1.0, and is marked, so a stopped seed is never dropped
+        seeds = sorted({int(r["seed"]) for r in rows})
         if not seeds:
             shares[strategy] = "nan"
             continue
@@ -444,9 +448,12 @@ def summarize(args: argparse.Namespace, spec: StudySpec, grid_best: float, grid_
         k = sum(o["reached"] for o in outs)
         fixed = statistics.median(o["fixed"] for o in outs)
         walls = [o["wall"] for o in outs if o["wall"] is not None]
-        listed = " ".join(f"{o['share']:.3f}" for o in outs)
+        listed = " ".join(
+            f"{o['share']:.3f}" + ("" if sd in ended else f"*(stopped at {o['compute'] / grid_compute:.2f})")
+            for sd, o in zip(seeds, outs, strict=True)
+        )
         print(
-            f"{strategy}: shares {listed} (1.0 = never within 1%), "
+            f"{strategy}: shares {listed} (1.0 = never within 1%; * = stopped unfinished), "
             f"reached {k}/{len(outs)}, median wall to reach {statistics.median(walls) if walls else math.nan:.0f} s; "
             f"fixed {n_fixed}-trial study: median best {fixed:.4f} vs grid {grid_best:.4f} "
             f"({100 * (fixed / grid_best - 1):+.1f}%)"
