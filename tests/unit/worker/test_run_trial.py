@@ -144,7 +144,7 @@ def test_a_failed_adapter_removal_drops_the_cached_base(tmp_path: Path, monkeypa
 def test_rslora_scales_adapters_by_the_square_root_of_the_rank(tmp_path: Path) -> None:
     """``lora.rslora: true`` (arXiv 2312.03732): the adapters train with alpha/sqrt(r), so the
     same rank and learning rate learn a different (here: larger) update than with alpha/r."""
-    from autotune.worker.run_trial import _add_adapters, base_model, prepare_data
+    from autotune.worker.run_trial import _add_adapters, _remove_adapters, base_model, prepare_data
 
     params = {"rank": 16, "batch_size": 16, "learning_rate": 5e-3}
     plain = parse_spec(tiny_spec())
@@ -156,6 +156,7 @@ def test_rslora_scales_adapters_by_the_square_root_of_the_rank(tmp_path: Path) -
     from peft.tuners.lora import LoraLayer
 
     scalings = {m.scaling["default"] for m in model.modules() if isinstance(m, LoraLayer)}
+    _remove_adapters(model)  # the base stays cached for the trials below (and later tests): leave it bare
     assert len(scalings) == 1
     assert scalings.pop() == pytest.approx(c.lora_alpha / 16**0.5)  # not alpha / r = 2
     a = run_trial(trial_config(plain, params, cache_dir=str(tmp_path)), lambda k, s: False)
