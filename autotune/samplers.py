@@ -11,7 +11,6 @@ from typing import Any
 
 import optuna
 
-from autotune.edge_probe import EdgeProbe
 from autotune.search_space import distributions, grid
 from autotune.spec import StudySpec
 from autotune.startup import SpaceFillingStartup, startup_trials
@@ -31,8 +30,7 @@ def _tpe(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=n_startup)
     # The start-up points: one Sobol table per study (the study's seed), shared by every worker;
     # after them, a best next to a bound is tried on the bound (edge_probe.py: issue 10's race).
-    space = distributions(spec)
-    return EdgeProbe(SpaceFillingStartup(tpe, space, n_startup, spec.seed), space, n_startup)
+    return SpaceFillingStartup(tpe, distributions(spec), n_startup, spec.seed, edge_probe=True)
 
 
 def _gp(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:

@@ -24,6 +24,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, TrialState
 from scipy.stats import qmc
 
+from autotune.edge_probe import next_probe
 from autotune.spec import StudySpec
 
 MAX_STARTUP = 10  # Optuna's default: enough for the long studies it was chosen for
@@ -61,12 +62,17 @@ def unit_to_value(u: float, dist: BaseDistribution) -> Any:
 
 class SpaceFillingStartup(BaseSampler):
     """Sobol points for the first ``n_startup`` finished trials, then ``after`` (TPE, whose own
-    start-up count is the same, so it takes over exactly where this stops)."""
+    start-up count is the same, so it takes over exactly where this stops). With ``edge_probe``,
+    a best next to a numeric bound is first tried on the bound (``edge_probe.next_probe``)."""
 
-    def __init__(self, after: BaseSampler, space: dict[str, BaseDistribution], n_startup: int, seed: int) -> None:
+    def __init__(
+        self, after: BaseSampler, space: dict[str, BaseDistribution], n_startup: int, seed: int,
+        edge_probe: bool = False,
+    ) -> None:  # fmt: skip
         self._after = after
         self._space = dict(space)
         self._n_startup = n_startup
+        self._edge_probe = edge_probe
         m = max(1, math.ceil(math.log2(max(2, n_startup))))
         # a power of two keeps the net balanced (and scipy quiet); one table serves every worker
         self._points: np.ndarray = qmc.Sobol(d=max(1, len(space)), scramble=True, seed=seed).random_base2(m)
@@ -78,15 +84,23 @@ class SpaceFillingStartup(BaseSampler):
         issued = study._get_trials(deepcopy=False, states=states, use_cache=True)
         return sum(t.number != trial.number for t in issued) < self._n_startup
 
+    def _probe(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
+        return next_probe(study, trial, self._space, self._n_startup) if self._edge_probe else None
+
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        if self._in_startup(study, trial):
+        if self._in_startup(study, trial) or self._probe(study, trial) is not None:
             return dict(self._space)
         return self._after.infer_relative_search_space(study, trial)
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if not self._in_startup(study, trial) or not search_space:
+        if not self._in_startup(study, trial):
+            probe = self._probe(study, trial)
+            if probe is not None and set(search_space) == set(self._space):
+                return {k: probe[k] for k in search_space}
+            return self._after.sample_relative(study, trial, search_space)
+        if not search_space:
             return self._after.sample_relative(study, trial, search_space)
         # the trial number picks the point: parallel workers asking at once get distinct points
         row = self._points[trial.number % len(self._points)]

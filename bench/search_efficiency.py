@@ -500,15 +500,13 @@ def _tpe_variant(name: str) -> Any:
         elif name == "gamma2":  # at least two good trials, so the good density is not one point
             inner = optuna.samplers.TPESampler(**kw, gamma=lambda k: max(2, min(math.ceil(0.1 * k), 25)))
         elif name.startswith("probe"):
-            from autotune.edge_probe import EdgeProbe
-
             extras: dict[str, dict[str, Any]] = {
                 "probe": {}, "probe_prior2": {"prior_weight": 2.0}, "probe_ei64": {"n_ei_candidates": 64},
                 "probe_univariate": {"multivariate": False},
             }  # fmt: skip
             extra = extras[name]
             tpe = optuna.samplers.TPESampler(**{**kw, **extra})
-            return EdgeProbe(SpaceFillingStartup(tpe, distributions(spec), n, spec.seed), distributions(spec), n)
+            return SpaceFillingStartup(tpe, distributions(spec), n, spec.seed, edge_probe=True)
         else:
             raise SystemExit(f"unknown --tpe variant {name!r}")
         return SpaceFillingStartup(inner, distributions(spec), n, spec.seed)
