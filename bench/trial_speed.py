@@ -28,6 +28,8 @@ import torch
 from autotune.spec import StudySpec, parse_spec
 from autotune.trial import TrialConfig, trial_config
 from autotune.worker import run_trial as rt
+from autotune.worker import state
+from autotune.worker.models import resolve_target_modules
 from autotune.worker.precision import pick_device, pick_precision
 
 RESULTS = Path(__file__).parent / "results"
@@ -70,17 +72,17 @@ def trainer(config: TrialConfig, steps: int) -> tuple[float, float]:
     from peft import LoraConfig, get_peft_model
     from transformers import Trainer, TrainingArguments
 
-    entry = rt.prepare_data(config)
+    entry = state.prepare_data(config)
     device = pick_device()
     prec = pick_precision(config.precision, device)
-    base = rt.base_model(config, entry, device, prec)
+    base = state.base_model(config, entry, device, prec)
     start = time.perf_counter()
     torch.manual_seed(config.seed)
     lcfg = LoraConfig(
         r=config.rank,
         lora_alpha=config.lora_alpha,  # type: ignore[arg-type]
         lora_dropout=config.lora_dropout,
-        target_modules=rt.resolve_target_modules(base, config.model.target_modules),
+        target_modules=resolve_target_modules(base, config.model.target_modules),
         task_type="CAUSAL_LM" if config.task == "causal-lm" else "SEQ_CLS",
     )
     model = get_peft_model(base, lcfg)

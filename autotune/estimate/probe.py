@@ -25,6 +25,7 @@ from autotune.spec import StudySpec
 from autotune.trial import TrialConfig, trial_config
 from autotune.worker import data as wdata
 from autotune.worker import run_trial as rt
+from autotune.worker import state
 from autotune.worker.memory import MemoryMeter
 from autotune.worker.precision import Precision, pick_device, pick_precision
 
@@ -71,7 +72,7 @@ def _probe(
     tokens: list[int] = []
     with meter:
         t0 = time.perf_counter()
-        model = rt._add_adapters(base, c)
+        model = state.add_adapters(base, c)
         _sync(device)
         setup = time.perf_counter() - t0
         trainable = [p for p in model.parameters() if p.requires_grad]
@@ -93,7 +94,7 @@ def _probe(
         rt._evaluate(model, data.validation, eval_order, device, prec)
         eval_s = time.perf_counter() - t
         del opt
-    rt._remove_adapters(model)
+    state.remove_adapters(model)
     lengths = data.validation.lengths
     eval_per_token = eval_s / max(1, sum(int(lengths[i].max()) * len(i) for i in eval_order))
     # Step time: the timed steps after the first (warm-up), as seconds per padded token at the
@@ -155,8 +156,8 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     device = pick_device()
     prec = pick_precision(spec.precision, device)
     first = cfg(ranks[0], batches[0])
-    entry = rt.prepare_data(first)
-    base = rt.base_model(first, entry, device, prec)
+    entry = state.prepare_data(first)
+    base = state.base_model(first, entry, device, prec)
     facts = {b: batch_facts(entry.data, cfg(ranks[0], b)) for b in batches}
     points: list[ProbePoint] = []
     setups: list[float] = []

@@ -20,7 +20,8 @@ from autotune.trial import TrialConfig, TrialResult, config_from_json
 from autotune.worker import data as wdata
 from autotune.worker.models import TINY, build_tiny, load_pretrained
 from autotune.worker.precision import pick_precision
-from autotune.worker.run_trial import _evaluate, prepare_data, run_trial
+from autotune.worker.run_trial import _evaluate, run_trial
+from autotune.worker.state import prepare_data
 
 PROVENANCE = "autotune_train.json"
 

@@ -13,7 +13,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,23 +20,13 @@ import peft
 import torch
 import transformers
 
-from autotune.datasets import Examples, load_data
 from autotune.scoring import score as weighted_score
 from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialState
 from autotune.worker import data as wdata
-from autotune.worker import faults
+from autotune.worker import faults, state
 from autotune.worker.faults import faults_for
 from autotune.worker.memory import MemoryMeter
-from autotune.worker.models import (
-    TINY,
-    BaseModelCache,
-    build_tiny,
-    load_pretrained,
-    load_tokenizer,
-    resolve_target_modules,
-    tiny_tokenizer,
-    wrapped_modules,
-)
+from autotune.worker.models import wrapped_modules
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 from autotune.worker.spec_errors import is_spec_property
 
@@ -48,120 +37,6 @@ class _Stop(Exception):
     def __init__(self, state: TrialState, why: str) -> None:
         super().__init__(why)
         self.state = state
-
-
-# ------------------------------------------------------------------ per-process state
-# The base model and the tokenized data are built once per worker process and reused by every
-# trial: only the LoRA adapters (and a task head) are new per trial.
-
-
-@dataclass
-class _DataEntry:
-    key: tuple[Any, ...]
-    examples: Examples
-    tokenizer: Any
-    data: wdata.TokenizedData
-
-
-_MODELS = BaseModelCache()
-_DATA: dict[tuple[Any, ...], _DataEntry] = {}
-
-
-def _data_key(c: TrialConfig) -> tuple[Any, ...]:
-    return (c.model.name, c.model.revision, c.task, c.data, c.seed)
-
-
-def prepare_data(c: TrialConfig) -> _DataEntry:
-    key = _data_key(c)
-    hit = _DATA.get(key)
-    if hit is not None:
-        return hit
-    examples = load_data(c.task, c.data, c.seed)
-    if c.model.name == TINY:
-        d = c.data
-        fields = [
-            f
-            for f in (d.text_field, d.text_pair_field, d.prompt_field, d.completion_field)
-            if f is not None and f in examples.train[0]
-        ]
-        tokenizer = tiny_tokenizer(examples.train + examples.validation, fields)
-    else:
-        tokenizer = load_tokenizer(c.model.name, c.model.revision)
-    from autotune.worker.cache import tokenize_cached
-
-    tokenized = tokenize_cached(tokenizer, examples, c)
-    entry = _DataEntry(key, examples, tokenizer, tokenized)
-    _DATA.clear()  # one study per process: keep one dataset in memory
-    _DATA[key] = entry
-    return entry
-
-
-def base_model(c: TrialConfig, entry: _DataEntry, device: torch.device, prec: Precision) -> torch.nn.Module:
-    n_labels = len(entry.data.labels) if entry.data.labels else 0
-    dtype = prec.autocast_dtype if (device.type == "cuda" and prec.autocast_dtype is not None) else torch.float32
-    key = (
-        c.model.name,
-        c.model.revision,
-        c.task,
-        c.model.tiny,
-        n_labels,
-        len(entry.tokenizer),
-        str(dtype),
-        str(device),
-        c.seed,
-    )
-    model = _MODELS.get(key)
-    if model is None:
-        _MODELS.put((), torch.nn.Identity())  # drop the old model before loading a new one
-        if c.model.name == TINY:
-            tiny = c.model.tiny
-            model = build_tiny(
-                c.task,
-                len(entry.tokenizer),
-                n_labels,
-                hidden=tiny.hidden_size,
-                layers=tiny.num_layers,
-                heads=tiny.num_heads,
-                intermediate=tiny.intermediate_size,
-                pad_id=entry.data.pad_id,
-                seed=c.seed,
-            )
-        else:
-            model = load_pretrained(c.model.name, c.task, n_labels, c.model.revision, dtype, c.seed)
-            cfg: Any = model.config
-            if c.task == "seq-cls" and cfg.pad_token_id is None:
-                cfg.pad_token_id = entry.data.pad_id
-        model.to(device=device, dtype=dtype)
-        for p in model.parameters():
-            p.requires_grad_(False)
-        _MODELS.put(key, model)
-    return model
-
-
-def _add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
-    from peft import LoraConfig, get_peft_model
-
-    torch.manual_seed(c.seed)  # the same seed gives the same adapter (and head) init in any process
-    lcfg = LoraConfig(
-        r=c.rank,
-        lora_alpha=c.lora_alpha,  # type: ignore[arg-type]  # peft accepts a float alpha
-        lora_dropout=c.lora_dropout,
-        use_rslora=c.use_rslora,
-        target_modules=resolve_target_modules(base, c.model.target_modules),
-        task_type="CAUSAL_LM" if c.task == "causal-lm" else "SEQ_CLS",
-    )
-    model = get_peft_model(base, lcfg)
-    for p in model.parameters():
-        if p.requires_grad and p.dtype != torch.float32:
-            p.data = p.data.float()  # trainable weights and AdamW state in fp32 under any autocast
-    return model
-
-
-def _remove_adapters(model: torch.nn.Module) -> None:
-    # unload() takes the LoRA layers out; it leaves the trained head copy in place of the head,
-    # so the head is put back to its initial weights for the next trial.
-    model.unload()  # type: ignore[operator]
-    _MODELS.restore_head()
 
 
 def _eval_steps(n_steps: int, evals: int) -> list[int]:
@@ -210,11 +85,11 @@ def run_trial(
     meter = MemoryMeter(device)
     try:
         # setup: data and base model, both built once per process and cached
-        entry = prepare_data(config)
-        base = base_model(config, entry, device, prec)
+        entry = state.prepare_data(config)
+        base = state.base_model(config, entry, device, prec)
         # Memory is measured from here: what this trial adds on top of the loaded base model.
         with meter:
-            model = _add_adapters(base, config)
+            model = state.add_adapters(base, config)
             result.target_modules = wrapped_modules(model)
             _sync(device)
             result.setup_time_s = time.perf_counter() - t_start
@@ -235,12 +110,12 @@ def run_trial(
     # Release memory outside the except block: the traceback would otherwise pin the tensors.
     if model is not None:
         try:
-            _remove_adapters(model)
+            state.remove_adapters(model)
         except (RuntimeError, ValueError, AttributeError, KeyError) as err:
             # peft could not take its layers out (or the head back): the cached base may still
             # hold LoRA layers, so it is dropped and the next trial loads a clean one. A trial
             # that had completed keeps its result; the failure is noted with it.
-            _MODELS.evict()
+            state.MODELS.evict()
             note = f"adapters not removed ({err.__class__.__name__}); base model reloaded for the next trial"
             result.error = f"{result.error}; {note}" if result.error else note
         model = None

@@ -8,8 +8,7 @@ import torch
 
 from autotune.spec import parse_spec
 from autotune.trial import trial_config
-from autotune.worker import cache
-from autotune.worker import run_trial as rt
+from autotune.worker import cache, state
 from tests.conftest import tiny_spec
 
 PARAMS = {"rank": 4, "batch_size": 16, "learning_rate": 1e-3}
@@ -17,8 +16,8 @@ PARAMS = {"rank": 4, "batch_size": 16, "learning_rate": 1e-3}
 
 def _tokenized(tmp_path: Path, max_length: int) -> object:
     config = trial_config(parse_spec(tiny_spec(data={"max_length": max_length})), PARAMS, cache_dir=str(tmp_path))
-    rt._DATA.clear()  # a new worker process: only the disk cache can help
-    return rt.prepare_data(config).data
+    state.DATA.clear()  # a new worker process: only the disk cache can help
+    return state.prepare_data(config).data
 
 
 def test_hit_on_second_trial_and_miss_when_max_length_changes(tmp_path: Path) -> None:

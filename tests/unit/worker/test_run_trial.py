@@ -116,27 +116,27 @@ def test_precision_picks_by_hardware() -> None:
 def test_a_failed_adapter_removal_drops_the_cached_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """If peft cannot take its layers out, the next trial must not train on a base that still
     holds them: the cached base model is dropped and loaded again."""
-    import autotune.worker.run_trial as rt
+    from autotune.worker import state
 
     spec = parse_spec(tiny_spec())
-    real_remove = rt._remove_adapters
+    real_remove = state.remove_adapters
 
     def fail(model: torch.nn.Module) -> None:
         raise RuntimeError("unload failed")
 
-    monkeypatch.setattr(rt, "_remove_adapters", fail)
+    monkeypatch.setattr(state, "remove_adapters", fail)
     first = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False)
     assert first.state == TrialState.COMPLETE
     assert first.error is not None
     assert "adapters not removed" in first.error
-    assert rt._MODELS.model is None
+    assert state.MODELS.model is None
 
-    monkeypatch.setattr(rt, "_remove_adapters", real_remove)
+    monkeypatch.setattr(state, "remove_adapters", real_remove)
     second = run_trial(trial_config(spec, PARAMS, str(tmp_path)), lambda k, s: False)
     assert second.state == TrialState.COMPLETE, second.error
     assert second.error is None
-    assert rt._MODELS.model is not None
-    assert not [n for n, _ in rt._MODELS.model.named_modules() if "lora" in n.lower()]
+    assert state.MODELS.model is not None
+    assert not [n for n, _ in state.MODELS.model.named_modules() if "lora" in n.lower()]
     # The reloaded base gives the same result as the first trial on a clean base.
     assert second.score == pytest.approx(first.score, rel=1e-5)
 
@@ -144,7 +144,7 @@ def test_a_failed_adapter_removal_drops_the_cached_base(tmp_path: Path, monkeypa
 def test_rslora_scales_adapters_by_the_square_root_of_the_rank(tmp_path: Path) -> None:
     """``lora.rslora: true`` (arXiv 2312.03732): the adapters train with alpha/sqrt(r), so the
     same rank and learning rate learn a different (here: larger) update than with alpha/r."""
-    from autotune.worker.run_trial import _add_adapters, _remove_adapters, base_model, prepare_data
+    from autotune.worker.state import add_adapters, base_model, prepare_data, remove_adapters
 
     params = {"rank": 16, "batch_size": 16, "learning_rate": 5e-3}
     plain = parse_spec(tiny_spec())
@@ -152,11 +152,11 @@ def test_rslora_scales_adapters_by_the_square_root_of_the_rank(tmp_path: Path) -
     c = trial_config(rs, params, cache_dir=str(tmp_path))
     assert c.use_rslora
     entry = prepare_data(c)
-    model = _add_adapters(base_model(c, entry, torch.device("cpu"), pick_precision("auto", torch.device("cpu"))), c)
+    model = add_adapters(base_model(c, entry, torch.device("cpu"), pick_precision("auto", torch.device("cpu"))), c)
     from peft.tuners.lora import LoraLayer
 
     scalings = {m.scaling["default"] for m in model.modules() if isinstance(m, LoraLayer)}
-    _remove_adapters(model)  # the base stays cached for the trials below (and later tests): leave it bare
+    remove_adapters(model)  # the base stays cached for the trials below (and later tests): leave it bare
     assert len(scalings) == 1
     assert scalings.pop() == pytest.approx(c.lora_alpha / 16**0.5)  # not alpha / r = 2
     a = run_trial(trial_config(plain, params, cache_dir=str(tmp_path)), lambda k, s: False)
