@@ -67,12 +67,13 @@ class SpaceFillingStartup(BaseSampler):
 
     def __init__(
         self, after: BaseSampler, space: dict[str, BaseDistribution], n_startup: int, seed: int,
-        edge_probe: bool = False,
+        edge_probe: bool = False, neighbours: bool = False,
     ) -> None:  # fmt: skip
         self._after = after
         self._space = dict(space)
         self._n_startup = n_startup
         self._edge_probe = edge_probe
+        self._neighbours = neighbours
         m = max(1, math.ceil(math.log2(max(2, n_startup))))
         # a power of two keeps the net balanced (and scipy quiet); one table serves every worker
         self._points: np.ndarray = qmc.Sobol(d=max(1, len(space)), scramble=True, seed=seed).random_base2(m)
@@ -85,7 +86,9 @@ class SpaceFillingStartup(BaseSampler):
         return sum(t.number != trial.number for t in issued) < self._n_startup
 
     def _probe(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
-        return next_probe(study, trial, self._space, self._n_startup) if self._edge_probe else None
+        if not self._edge_probe:
+            return None
+        return next_probe(study, trial, self._space, self._n_startup, self._neighbours)
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         if self._in_startup(study, trial) or self._probe(study, trial) is not None:

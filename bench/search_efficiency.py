@@ -506,6 +506,7 @@ def _tpe_variant(name: str) -> Any:
             }  # fmt: skip
             extra = extras[name]
             tpe = optuna.samplers.TPESampler(**{**kw, **extra})
+            # the edge probe alone: the default before the local sweep (neighbours=True)
             return SpaceFillingStartup(tpe, distributions(spec), n, spec.seed, edge_probe=True)
         else:
             raise SystemExit(f"unknown --tpe variant {name!r}")

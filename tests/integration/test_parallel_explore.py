@@ -65,8 +65,9 @@ def _rows(url: str, name: str) -> list[dict[str, Any]]:
 def test_one_worker_draws_the_committed_sequence(tmp_path: Path) -> None:
     """A single worker with a seed samples exactly what it sampled before parallel workers got
     streams of their own (tests/unit/data/single_worker_sequences.json, written by
-    `python -m tests.unit.seqs` before that change). The tpe entry was rewritten once since, on
-    purpose: issue 10 gave TPE a Sobol start-up; random, qmc, gp and cmaes are the original lists."""
+    `python -m tests.unit.seqs` before that change). The tpe entry was rewritten twice since, on
+    purpose: issue 10 gave TPE a Sobol start-up, then the local sweep after it (draws 5-10);
+    random, qmc, gp and cmaes are the original lists."""
     want = json.loads((REPO / "tests" / "unit" / "data" / "single_worker_sequences.json").read_text())
     for sampler in SAMPLERS:
         got = single_worker_sequence(sampler, 10, tmp_path)
