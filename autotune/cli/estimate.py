@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import asdict, replace
 from typing import Any
@@ -45,7 +44,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     from autotune.cli.outcome import with_limits
     from autotune.estimate.model import CostModel, expected_fraction, space_values, study_time_s
     from autotune.inputs import check_inputs
-    from autotune.planning import memory_limit_mb
+    from autotune.planning import CPU_SLACK, memory_limit_mb
     from autotune.preflight import preflight
     from autotune.spec import SpecError, load_spec
 
@@ -96,12 +95,11 @@ def run_estimate(args: argparse.Namespace) -> int:
         f"{spec.pruner.name} pruning (expected {fraction:.0%} of each trial's budget): about "
         f"{_duration(total)} (probe took {cal.probe_s:.0f} s)"
     )
-    if cal.device == "cpu" and not os.environ.get("AUTOTUNE_MMAP_THRESHOLD"):
-        # bench/results/memory_prediction.json: MiniLM trials peaked at 1.4-1.9x the probe's figure
+    if cal.memory_kind == "cpu_allocated_above_baseline":
+        # worker/memory.py: MiniLM trials' RSS above the baseline ran 2.5-3.2x their allocated peak
         print(
-            "note: on CPU a whole trial's RSS also holds glibc's heap slack, which this short probe does not "
-            "see (MiniLM trials measured 1.4-1.9x these figures); a study corrects its predictions from its "
-            "finished trials (README, 'Plan before spending')",
+            f"note: on CPU memory is the bytes a trial allocates; the process's resident memory grows up to "
+            f"{CPU_SLACK}x that (glibc's heap slack), which the default limit (available RAM / {CPU_SLACK}) allows for",
             file=sys.stderr,
         )
     return 0

@@ -2,7 +2,7 @@
 no torch, so the CLI and the driver can predict without the worker.
 
 Peak memory (the trial's own ``peak_memory_mb``: CUDA ``max_memory_allocated``, the base model
-included; CPU RSS above the baseline taken after the base model loaded) is
+included; CPU: bytes malloc handed out, above the baseline taken after the base model loaded) is
 
     peak(r, B) = c0 + state(r) + (a + c * r) * T(B)
 
@@ -71,6 +71,9 @@ class ProbePoint:
     step_s: float
     trainable: int  # trainable parameters at this rank
     step_tokens: int = 0  # mean padded tokens of the timed steps
+    # The evaluation's own peak (same baseline), apart from training's in ``peak_mb``; None in a
+    # calibration stored before they were split, whose ``peak_mb`` is the peak of both.
+    eval_peak_mb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,19 @@ class CostModel:
         state = np.array([self.state_mb(p.rank) for p in pts])
         mem = np.array([p.peak_mb for p in pts]) - state
         self.mem = _fit3(tok, r * tok, mem)
+        # An evaluation runs batches of max(B, 64) rows without keeping activations for backward:
+        # at a small B its peak (a batch of logits) can pass training's (tiny LMs, GPT-2 at B=16),
+        # so a trial's peak is the larger of the two, each fitted to its own probe figures.
+        evals = [p for p in pts if p.eval_peak_mb is not None]
+        self.eval_mem: tuple[float, float] | None = None
+        if evals:
+            e_tok = np.array([self.batch(p.batch_size).eval_peak_tokens for p in evals], dtype=float)
+            e_mem = np.array([float(p.eval_peak_mb or 0.0) - self.state_mb(p.rank) for p in evals])
+            if np.ptp(e_tok) > 0:
+                k0, k1, _ = _fit3(e_tok, np.zeros_like(e_tok), e_mem)
+                self.eval_mem = (k0, k1)
+            else:  # one evaluation width probed: proportional to its tokens
+                self.eval_mem = (0.0, float(np.median(e_mem)) / max(1.0, float(e_tok[0])))
         step_tok = np.array([p.step_tokens or p.tokens for p in pts], dtype=float)
         self.time = _fit3(step_tok, r * step_tok, np.array([p.step_s for p in pts]))
 
@@ -156,6 +172,9 @@ class CostModel:
         b = self.batch(batch_size)
         c0, a, c = self.mem
         peak = c0 + self.state_mb(rank) + (a + c * rank) * b.peak_tokens
+        if self.eval_mem is not None:
+            e0, e1 = self.eval_mem
+            peak = max(peak, e0 + self.state_mb(rank) + e1 * b.eval_peak_tokens)
         t0, u, v = self.time
         per_token = u + v * rank
         train = b.n_steps * t0 + per_token * b.train_tokens
@@ -169,10 +188,11 @@ class CostModel:
 class Correction:
     """What the short probe misses over a whole trial, learned from the study's own finished
     trials: the median ratio of measured to probe-predicted peak memory and trial time, applied to
-    the predictions that follow. On CPU the probe's four steps do not see the heap slack a full
-    trial accumulates (glibc keeps freed activation pages; worker/memory.py): MiniLM trials peak at
-    1.40-1.67x the probe's figure (bench/results/memory_prediction.json), a bias one trial reveals.
-    Before any trial it is 1 (``autotune estimate`` has only the probe)."""
+    the predictions that follow: what one trial reveals about a whole trial that four probe steps
+    do not (while the CPU figure was RSS, glibc's heap slack: MiniLM trials at 1.40-1.67x the
+    probe's figure; since it counts allocated bytes, the bias left is small, a few percent on the
+    tiny model; bench/results/memory_prediction.json). Before any trial it is 1 (``autotune
+    estimate`` has only the probe)."""
 
     memory: list[float] = field(default_factory=list)
     time: list[float] = field(default_factory=list)

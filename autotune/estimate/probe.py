@@ -26,7 +26,7 @@ from autotune.trial import TrialConfig, trial_config
 from autotune.worker import data as wdata
 from autotune.worker import run_trial as rt
 from autotune.worker import state
-from autotune.worker.memory import MemoryMeter
+from autotune.worker.memory import MemoryMeter, memory_kind
 from autotune.worker.precision import Precision, pick_device, pick_precision
 
 PROBE_STEPS = 4  # the first is a warm-up (allocator, kernels); the step time is the mean of the rest
@@ -88,8 +88,9 @@ def _probe(
             times.append(time.perf_counter() - t)
             tokens.append(int(data.train.lengths[idx].max()) * len(idx))
         # One evaluation pass in the same window, as the trial runs it (batches of max(B, 64)): on a
-        # small batch its peak is above training's (float32 logits of 64 rows at once), and
-        # memory the training steps left in the allocator is still held under it.
+        # small batch its peak can pass training's (logits of 64 rows at once), so its peak is
+        # read apart (cost model: a trial peaks at the larger of the two).
+        train_peak = meter.restart_peak()
         t = time.perf_counter()
         rt._evaluate(model, data.validation, eval_order, device, prec)
         eval_s = time.perf_counter() - t
@@ -103,10 +104,11 @@ def _probe(
         c.rank,
         c.batch_size,
         tokens[0],
-        meter.peak_mb(),
+        train_peak,
         statistics.mean(times[1:]),
         n_trainable,
         step_tokens=round(statistics.mean(tokens[1:])),
+        eval_peak_mb=meter.peak_mb(),
     )
     return point, setup, eval_per_token
 
@@ -175,7 +177,7 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     per_rank = (hi.trainable - lo.trainable) / (hi.rank - lo.rank) if hi.rank != lo.rank else lo.trainable / lo.rank
     head = lo.trainable - per_rank * lo.rank
     total = device_memory_mb(device.type)
-    kind = "cuda_max_allocated" if device.type == "cuda" else "cpu_rss_above_baseline"
+    kind = memory_kind(device.type)
     return Calibration(
         device=device.type,
         memory_kind=kind,

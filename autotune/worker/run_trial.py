@@ -25,7 +25,7 @@ from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialS
 from autotune.worker import data as wdata
 from autotune.worker import faults, state
 from autotune.worker.faults import faults_for
-from autotune.worker.memory import MemoryMeter
+from autotune.worker.memory import MemoryMeter, sample_now
 from autotune.worker.models import wrapped_modules
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 from autotune.worker.spec_errors import is_spec_property
@@ -229,6 +229,7 @@ def _train_step(
         batch.input_ids.device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
     ):
         loss: torch.Tensor = step_fn(model, batch)
+    sample_now()  # the forward's activations are all alive here
     if scaler is not None:
         scaler.scale(loss).backward()
         scaler.unscale_(opt)  # clip the true gradients, not the scaled ones
@@ -239,6 +240,7 @@ def _train_step(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm, foreach=True)
         opt.step()
+    sample_now()  # gradients and the optimizer's moments (created at the first step)
     opt.zero_grad(set_to_none=True)
     return loss
 
@@ -267,6 +269,7 @@ def _evaluate(
             device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
         ):
             out = model(**kw)
+        sample_now()  # a batch of logits, max(B, 64) rows: above training's peak at a small B
         if is_cls:
             n = torch.tensor(float(len(idx)), device=device, dtype=torch.float64)
             correct += (out.logits.argmax(-1) == batch.labels).sum()

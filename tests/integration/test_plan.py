@@ -237,4 +237,5 @@ def test_estimate_table_says_what_cpu_figures_leave_out(cli: CliFn, monkeypatch:
     assert rc == 0, err
     rows = [ln for ln in out.splitlines() if ln.split()[-1:] in (["yes"], ["NO"], ["-"])]
     assert len(rows) == 12 and "/12 configs fit" in out, out
-    assert "note: on CPU a whole trial's RSS also holds glibc's heap slack" in err, err
+    assert "note: on CPU memory is the bytes a trial allocates" in err, err
+    assert "available RAM / 3.2" in err, err  # the default CPU limit allows for glibc's heap slack

@@ -35,6 +35,23 @@ def test_fit_recovers_the_model_and_predicts_between_the_probed_corners() -> Non
         model.predict(16, 128)  # a batch size the probe never laid out
 
 
+def test_a_trial_peaks_at_the_larger_of_training_and_evaluation() -> None:
+    """Evaluation batches have max(B, 64) rows: at a small B their logits can pass training's
+    peak (tiny LMs and GPT-2 at B=16), so the prediction is the larger of the two fits."""
+    from dataclasses import replace
+
+    cal = _cal()
+    state = {r: 16 * (PER_RANK * r + HEAD) / 2**20 for r in (4, 32)}
+    eval_peak = 150.0  # above training at B=16 (~113-129 MB), below it at B=64 (~151-188 MB)
+    pts = [replace(p, eval_peak_mb=eval_peak + state[p.rank]) for p in cal.points]
+    model = CostModel(replace(cal, points=pts))
+    old = CostModel(cal)  # a calibration stored before the split: training's fit alone
+    small, big = model.predict(8, 16), model.predict(32, 64)
+    assert small.peak_memory_mb == pytest.approx(eval_peak + 16 * (PER_RANK * 8 + HEAD) / 2**20, rel=1e-6)
+    assert small.peak_memory_mb > old.predict(8, 16).peak_memory_mb
+    assert big.peak_memory_mb == old.predict(32, 64).peak_memory_mb  # training sets it there
+
+
 def test_a_stored_calibration_predicts_as_the_fresh_one() -> None:
     cal = _cal()
     back = Calibration.from_json(json.loads(json.dumps(cal.to_json())))  # as the JSON column holds it

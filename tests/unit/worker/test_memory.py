@@ -36,3 +36,29 @@ def test_peak_follows_batch_size_after_earlier_trials(tmp_path: Path) -> None:
     assert big > 1.5 * small, peaks
     assert again > 1.5 * small, peaks  # activations scale with the batch
     assert again > 0.6 * big, peaks  # the last trial is not hidden inside the heap `big` freed
+
+
+def test_a_tensor_measures_its_size_whatever_ran_before() -> None:
+    """On glibc the CPU figure is malloc's bytes in use (like CUDA's max_memory_allocated), so a
+    64 MiB tensor measures 64 MiB, also after a larger one was freed (whose pages glibc keeps,
+    which RSS would count or hide depending on the history)."""
+    import time
+
+    import pytest
+    import torch
+
+    from autotune.worker.memory import MemoryMeter, memory_kind
+
+    if memory_kind("cpu") != "cpu_allocated_above_baseline":
+        pytest.skip("no glibc mallinfo2 here: the CPU figure is RSS")
+    peaks = []
+    for before in (0, 256, 0):
+        if before:
+            freed = torch.ones(before * 2**18)  # before MiB of float32, freed again
+            del freed
+        with MemoryMeter(torch.device("cpu")) as meter:
+            held = torch.ones(16 * 2**20)  # 64 MiB
+            time.sleep(0.05)  # several of the meter's 5 ms samples
+            del held
+        peaks.append(meter.peak_mb())
+    assert peaks == pytest.approx([64.0] * 3, rel=0.02)

@@ -12,6 +12,7 @@ import torch
 
 from autotune.spec import parse_spec
 from autotune.trial import TrialState, trial_config
+from autotune.worker.memory import memory_kind
 from autotune.worker.precision import pick_precision
 from autotune.worker.run_trial import run_trial
 from tests.conftest import REPO, tiny_spec
@@ -43,7 +44,7 @@ def test_result_fields_and_curve(tmp_path: Path) -> None:
     assert r.samples_per_s
     assert r.tokens_per_s
     assert r.tokens_per_s > r.samples_per_s
-    assert r.memory_kind == "cpu_rss_above_baseline"
+    assert r.memory_kind == memory_kind("cpu")  # cpu_allocated_above_baseline on glibc
     assert r.peak_memory_mb is not None
     assert r.precision == "fp32"
     assert r.device
