@@ -191,7 +191,7 @@ class Correction:
     the predictions that follow: what one trial reveals about a whole trial that four probe steps
     do not (while the CPU figure was RSS, glibc's heap slack: MiniLM trials at 1.40-1.67x the
     probe's figure; since it counts allocated bytes, the bias left is small, a few percent on the
-    tiny model; bench/results/memory_prediction.json). Before any trial it is 1 (``autotune
+    tiny model; python bench/memory_prediction.py). Before any trial it is 1 (``autotune
     estimate`` has only the probe)."""
 
     memory: list[float] = field(default_factory=list)

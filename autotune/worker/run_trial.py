@@ -25,7 +25,7 @@ from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialS
 from autotune.worker import data as wdata
 from autotune.worker import faults, state
 from autotune.worker.faults import faults_for
-from autotune.worker.memory import MemoryMeter, sample_now
+from autotune.worker.memory import MemoryMeter, leaf_samples, sample_now
 from autotune.worker.models import wrapped_modules
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 from autotune.worker.spec_errors import is_spec_property
@@ -256,27 +256,28 @@ def _evaluate(
     count = torch.zeros((), device=device, dtype=torch.float64)
     correct = torch.zeros((), device=device, dtype=torch.float64)
     is_cls = split.labels.dim() == 1
-    for idx in order:
-        batch = wdata.make_batch(split, idx, device)
-        kw: dict[str, Any] = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "labels": batch.labels,
-        }
-        if batch.token_type_ids is not None:
-            kw["token_type_ids"] = batch.token_type_ids
-        with torch.autocast(
-            device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
-        ):
-            out = model(**kw)
-        sample_now()  # a batch of logits, max(B, 64) rows: above training's peak at a small B
-        if is_cls:
-            n = torch.tensor(float(len(idx)), device=device, dtype=torch.float64)
-            correct += (out.logits.argmax(-1) == batch.labels).sum()
-        else:
-            n = (batch.labels[:, 1:] != wdata.IGNORE_INDEX).sum().to(torch.float64)
-        total += out.loss.double() * n
-        count += n
+    with leaf_samples(model):  # the evaluation's peak is inside a block (worker/memory.py)
+        for idx in order:
+            batch = wdata.make_batch(split, idx, device)
+            kw: dict[str, Any] = {
+                "input_ids": batch.input_ids,
+                "attention_mask": batch.attention_mask,
+                "labels": batch.labels,
+            }
+            if batch.token_type_ids is not None:
+                kw["token_type_ids"] = batch.token_type_ids
+            with torch.autocast(
+                device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
+            ):
+                out = model(**kw)
+            sample_now()  # a batch of logits, max(B, 64) rows: above training's peak at a small B
+            if is_cls:
+                n = torch.tensor(float(len(idx)), device=device, dtype=torch.float64)
+                correct += (out.logits.argmax(-1) == batch.labels).sum()
+            else:
+                n = (batch.labels[:, 1:] != wdata.IGNORE_INDEX).sum().to(torch.float64)
+            total += out.loss.double() * n
+            count += n
     val = float(total / count.clamp(min=1))
     acc = float(correct / count.clamp(min=1)) if is_cls else None
     return val, acc
