@@ -28,6 +28,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.edges import NEAR
+from autotune.warm_start import FROM_ATTR
 
 
 def _position(v: float, d: FloatDistribution | IntDistribution) -> float:
@@ -147,8 +148,11 @@ def next_probe(
         return None
     sign = 1.0 if study.direction == StudyDirection.MINIMIZE else -1.0
     best = min(complete, key=lambda t: sign * float(t.value))  # type: ignore[arg-type]
-    # Every trial issued so far, running ones too: a probe is tried once, by one worker.
-    tried = [t.params for t in trials if t.number != trial.number]
+    # Every trial issued so far, running ones too: a probe is tried once, by one worker. Warm-start
+    # priors (another study's trials) are not this study's own, as for the driver's duplicate check:
+    # the sweep may measure their configs here (a widened follow-up study must, or TPE proposed its
+    # best again and again as duplicates while a prior's config was still unmeasured here).
+    tried = [t.params for t in trials if t.number != trial.number and FROM_ATTR not in t.user_attrs]
     candidates = probe_params(best.params, space)
     if neighbours:
         candidates += downhill_first(neighbour_params(best.params, space), best.params, complete, space, sign)
