@@ -68,13 +68,16 @@ def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str |
     from autotune.estimate.probe import calibrate, device_key, device_memory_mb
     from autotune.storage.engine import sqlite_file_lock
     from autotune.storage.plan import load_calibration, save_calibration
+    from autotune.worker.memory import memory_kind
 
     key = device_key(spec)
     local = store.url.get_backend_name() == "sqlite"
     with sqlite_file_lock(store.url, "autotune-probe-lock") if local else contextlib.nullcontext():
         stored = load_calibration(store, name, key)
-        if stored is not None:
-            cal = Calibration.from_json(stored)
+        cal = Calibration.from_json(stored) if stored is not None else None
+        # a probe stored while this device measured memory another way (CPU RSS, before the
+        # allocated-bytes meter) predicts another quantity: probe again
+        if cal is not None and cal.memory_kind == memory_kind(cal.device):
             # what is free now, not when the probe ran
             return dataclasses.replace(cal, device_memory_mb=device_memory_mb(cal.device), probe_s=0.0)
         cal = calibrate(spec, cache_dir)
@@ -150,8 +153,9 @@ class Gate:
             if r["state"] != TrialState.COMPLETE.value or trial_device_key(r["device"], r["precision"]) != self.key:
                 continue
             raw = self._predict(r["params"])
-            if raw is not None:
-                c.observe(raw, r["peak_memory_mb"], r["wall_time_s"])
+            if raw is not None:  # a peak measured another way (RSS) teaches nothing about this one
+                same = r.get("memory_kind") == self.cal.memory_kind
+                c.observe(raw, r["peak_memory_mb"] if same else None, r["wall_time_s"])
         return c
 
     def _nothing_fits(self) -> bool:

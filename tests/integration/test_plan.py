@@ -239,3 +239,47 @@ def test_estimate_table_says_what_cpu_figures_leave_out(cli: CliFn, monkeypatch:
     assert len(rows) == 12 and "/12 configs fit" in out, out
     assert "note: on CPU memory is the bytes a trial allocates" in err, err
     assert "available RAM / 3.2" in err, err  # the default CPU limit allows for glibc's heap slack
+
+
+def test_a_probe_stored_under_another_memory_figure_is_probed_again(
+    cli: CliFn, write_spec: Callable[..., Path], db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A study whose probe and trials measured CPU memory as RSS (before the allocated-bytes
+    meter) is resumed: its probe is run again, and its RSS peaks teach the correction nothing."""
+    from sqlalchemy import update
+
+    from autotune.estimate import probe
+    from autotune.estimate.model import Calibration, CostModel
+    from autotune.spec import parse_spec
+    from autotune.storage.plan import load_calibration, save_calibration
+    from autotune.storage.tables import trials
+    from autotune.worker.memory import memory_kind
+
+    data = tiny_spec(name="kind", n_trials=2)
+    assert cli("run", str(write_spec(data)), "--storage", db_url, "--no-progress")[0] == 0
+    key = probe.device_key(parse_spec(data))
+    store = Store.open(db_url, create=False)
+    try:
+        stored = load_calibration(store, "kind", key)
+        assert stored is not None
+        save_calibration(store, "kind", key, {**stored, "memory_kind": "cpu_rss_above_baseline"})
+        with store.engine.begin() as conn:  # RSS-era trials, at 2x the probe's memory
+            conn.execute(
+                update(trials)
+                .where(trials.c.study_name == "kind")
+                .values(memory_kind="cpu_rss_above_baseline", peak_memory_mb=2 * trials.c.predicted_memory_mb)
+            )
+        calls = []
+        real = probe.calibrate
+        monkeypatch.setattr(probe, "calibrate", lambda *a, **k: calls.append(1) or real(*a, **k))
+        rc, _, err = cli("resume", "kind", "--storage", db_url, "--no-progress", "--n-trials", "3")
+        assert rc == 0, err
+        again = load_calibration(store, "kind", key)
+        new = store.trials("kind")[2]
+    finally:
+        store.close()
+    assert calls == [1]
+    assert again is not None and Calibration.from_json(again).memory_kind == memory_kind("cpu")
+    params = new["params"]
+    raw = CostModel(Calibration.from_json(again)).predict(int(params["rank"]), int(params["batch_size"]))
+    assert new["predicted_memory_mb"] == pytest.approx(raw.peak_memory_mb, rel=1e-6)  # not 2x
