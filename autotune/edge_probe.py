@@ -58,6 +58,13 @@ def _at(pos: float, d: FloatDistribution | IntDistribution) -> float | int:
     return min(hi, max(lo, v))
 
 
+def _ordered(d: CategoricalDistribution) -> list[Any] | None:
+    """The choices in order when all are numbers (rank, batch size); None for unordered ones."""
+    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices):
+        return None
+    return sorted(d.choices)  # type: ignore[type-var]
+
+
 def neighbour_params(best: dict[str, Any], space: dict[str, BaseDistribution]) -> list[dict[str, Any]]:
     """``best`` with one parameter moved one step either way: an ordered choice (all choices
     numbers: rank, batch size) to the next choice, a numeric range by ``STEP`` of the range."""
@@ -66,9 +73,9 @@ def neighbour_params(best: dict[str, Any], space: dict[str, BaseDistribution]) -
         if name not in best:
             continue
         if isinstance(d, CategoricalDistribution):
-            if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices):
+            ordered = _ordered(d)
+            if ordered is None:
                 continue  # unordered choices: TPE's
-            ordered = sorted(d.choices)  # type: ignore[type-var]
             i = ordered.index(best[name]) if best[name] in ordered else -1
             out += [{**best, name: ordered[j]} for j in (i - 1, i + 1) if i >= 0 and 0 <= j < len(ordered)]
         elif isinstance(d, FloatDistribution | IntDistribution) and d.high > d.low:
@@ -100,12 +107,8 @@ def _unit(params: dict[str, Any], space: dict[str, BaseDistribution]) -> list[fl
         if isinstance(d, FloatDistribution | IntDistribution) and d.high > d.low and v is not None:
             out.append(_position(float(v), d))
         elif isinstance(d, CategoricalDistribution) and len(d.choices) > 1 and v in d.choices:
-            try:
-                ordered = sorted(d.choices)  # type: ignore[type-var]
-            except TypeError:
-                ordered = []
-            numeric = all(isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices)
-            out.append(ordered.index(v) / (len(ordered) - 1) if numeric and ordered else 0.0)
+            ordered = _ordered(d)
+            out.append(ordered.index(v) / (len(ordered) - 1) if ordered is not None else 0.0)
         else:
             out.append(0.0)
     return out
@@ -117,8 +120,11 @@ def downhill_first(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """``candidates`` in the order a plane through the complete trials' scores (least squares over
     their positions) predicts them best: the sweep tries the downhill step of each parameter first."""
-    x = np.array([_unit(t.params, space) for t in complete])
-    y = np.array([sign * float(t.value) for t in complete])  # type: ignore[arg-type]
+    scored = [t for t in complete if t.value is not None and math.isfinite(t.value)]  # not OOM's inf
+    if len(scored) < 2:
+        return candidates
+    x = np.array([_unit(t.params, space) for t in scored])
+    y = np.array([sign * float(t.value) for t in scored])  # type: ignore[arg-type]
     # centred, so that with fewer points than parameters the minimum-norm plane spends nothing on
     # the intercept (uncentred, 3 points gave the learning rate's slope the wrong sign)
     slope = np.linalg.lstsq(x - x.mean(axis=0), y - y.mean(), rcond=None)[0]
@@ -140,7 +146,8 @@ def next_probe(
     study: Study, trial: FrozenTrial, space: dict[str, BaseDistribution], n_startup: int, neighbours: bool = False
 ) -> dict[str, Any] | None:
     """The probe ``trial`` should run, if any: after the start-up, the best complete trial with a
-    parameter moved onto the bound it lies next to, unless some trial already has those params."""
+    parameter moved onto the bound it lies next to, then (``neighbours``) one step along each
+    parameter, downhill first; each unless a trial of this study already has those params."""
     trials = study.get_trials(deepcopy=False)
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     complete = [t for t in finished if t.state == TrialState.COMPLETE and t.value is not None]
