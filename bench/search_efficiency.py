@@ -339,6 +339,7 @@ def _seed_priors(url: str, sspec: StudySpec, rows: list[dict[str, Any]]) -> None
     from autotune.search_space import distributions
     from autotune.storage import Store
     from autotune.study_setup import open_study
+    from autotune.warm_start import FROM_ATTR
 
     dists = distributions(sspec)
     store = Store.open(url, create=True)
@@ -348,6 +349,7 @@ def _seed_priors(url: str, sspec: StudySpec, rows: list[dict[str, Any]]) -> None
                 params={"rank": int(r["rank"]), "batch_size": int(r["batch_size"]),
                         "learning_rate": float(r["learning_rate"])},
                 distributions=dists, value=float(r["score"]),
+                user_attrs={FROM_ATTR: f"race#{r['trial']}"},  # a prior, not this study's own trial
             )
             for r in rows
         ])  # fmt: skip
