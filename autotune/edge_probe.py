@@ -162,6 +162,10 @@ def next_probe(
     tried = [t.params for t in trials if t.number != trial.number and FROM_ATTR not in t.user_attrs]
     candidates = probe_params(best.params, space)
     if neighbours:
+        # a warm-start prior as the best: measure it here first, as this study's own trial (a
+        # real warm-started race otherwise swept around another study's best and never ran it)
+        own = [best.params] if FROM_ATTR in best.user_attrs else []
+        candidates = own + candidates
         candidates += downhill_first(neighbour_params(best.params, space), best.params, complete, space, sign)
     for candidate in candidates:
         if not any(_same(candidate, t) for t in tried):

@@ -575,11 +575,16 @@ def replay_one(
         if (reached and n >= n_fixed) or state["compute"] >= grid_compute:
             break
     if keep is not None:  # as autotune.warm_start.priors builds them: params and score, no pruner state
+        from autotune.warm_start import FROM_ATTR
+
         keep.extend(
-            optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value)
+            optuna.trial.create_trial(
+                params=t.params, distributions=t.distributions, value=t.value,
+                user_attrs={FROM_ATTR: f"replay#{t.number}"},
+            )
             for t in study.trials
             if t.state == optuna.trial.TrialState.COMPLETE
-        )
+        )  # fmt: skip
     return trace
 
 

@@ -144,3 +144,27 @@ def test_the_default_search_lands_on_a_corner_optimum_in_a_12_trial_study(flip: 
             study.tell(t, objective(t.params))
         assert study.best_params == corner, f"seed {seed}"
         assert len(set(seen)) == len(seen), f"seed {seed}: a config ran twice"
+
+
+def test_a_warm_start_prior_as_the_best_is_measured_here_first() -> None:
+    """Another study's best (a warm-start prior) is run as this study's own trial before the sweep
+    steps around it: `best` shows only the study's own trials, and a sweep never runs the best."""
+    from autotune.warm_start import FROM_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    spec = _spec()
+    study = optuna.create_study(sampler=make_sampler(spec))
+    dists = distributions(spec)
+    prior = {"rank": 8, "batch_size": 16, "learning_rate": 1.5e-3}
+    study.add_trial(
+        optuna.trial.create_trial(params=prior, distributions=dists, value=-100.0, user_attrs={FROM_ATTR: "old#3"})
+    )
+    asked = []
+    for _ in range(5):  # the start-up (the prior counts toward it), then the prior, then the sweep
+        t = study.ask(dists)
+        asked.append(t.params)
+        study.tell(t, _objective(t.params))
+    assert asked.count(prior) == 1, asked
+    after = asked[asked.index(prior) + 1]  # the sweep around it: one parameter moved
+    assert sum(after[k] != prior[k] for k in prior) == 1, asked
+    assert asked.index(prior) == 3, asked  # right after the start-up's 3 own trials
