@@ -1,6 +1,7 @@
 """The commands that hand a result over: ``best --format peft|spec``, ``export --peft-config``
-and ``train``. Torch-free at import; ``export --peft-config`` loads peft (and so torch) inside
-its own function, and ``train`` loads the worker only once its inputs are checked."""
+and ``train``. Torch-free at import, and no peft import here at all: ``export --peft-config``
+calls the worker's ``state.save_lora_config`` from inside its own function, and ``train`` loads
+the worker only once its inputs are checked."""
 
 from __future__ import annotations
 
@@ -91,11 +92,11 @@ def export_peft_config(args: argparse.Namespace) -> int:
         row = _trial(store, args.study, args.trial)
     finally:
         store.close()
-    import peft  # loads torch: only this command pays for it
+    from autotune.worker.state import save_lora_config  # loads peft and torch: only this command pays
 
     out = Path(args.peft_config)
     try:
-        peft.LoraConfig(**lora_kwargs(row, spec)).save_pretrained(str(out))
+        save_lora_config(lora_kwargs(row, spec), str(out))
     except OSError as err:
         raise StorageError(f"--peft-config {out}: cannot write ({err.strerror})") from None
     print(f"wrote {out / 'adapter_config.json'} (trial {row['trial_number']})", file=sys.stderr)

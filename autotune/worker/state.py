@@ -132,3 +132,12 @@ def remove_adapters(model: torch.nn.Module) -> None:
     # so the head is put back to its initial weights for the next trial.
     model.unload()  # type: ignore[operator]
     MODELS.restore_head()
+
+
+def save_lora_config(kwargs: dict[str, Any], out: str) -> None:
+    """peft's own ``adapter_config.json`` for these ``LoraConfig`` keyword arguments
+    (``answer.lora_kwargs``): the worker side of ``export --peft-config``, so the CLI never
+    imports peft itself."""
+    from peft import LoraConfig
+
+    LoraConfig(**kwargs).save_pretrained(out)
