@@ -36,6 +36,14 @@ def _fits(params: dict[str, Any], dists: dict[str, BaseDistribution]) -> bool:
     return True
 
 
+def prior_trial(
+    params: dict[str, Any], value: float, dists: dict[str, BaseDistribution], source: str
+) -> optuna.trial.FrozenTrial:
+    """One finished trial of another study as a prior of this one: params and score, no pruner
+    state, marked ``FROM_ATTR`` so the driver and the sweep know it is not this study's own."""
+    return optuna.trial.create_trial(params=params, distributions=dists, value=value, user_attrs={FROM_ATTR: source})
+
+
 def priors(store: Store, other: str, spec: StudySpec) -> list[optuna.trial.FrozenTrial]:
     """The earlier study's complete trials that fit this spec's space, as Optuna trials."""
     store.require_study(other)
@@ -45,14 +53,7 @@ def priors(store: Store, other: str, spec: StudySpec) -> list[optuna.trial.Froze
         score = r["score"]
         if r["state"] != "complete" or score is None or not math.isfinite(score) or not _fits(r["params"], dists):
             continue
-        out.append(
-            optuna.trial.create_trial(
-                params=r["params"],
-                distributions=dists,
-                value=float(score),
-                user_attrs={FROM_ATTR: f"{other}#{r['trial_number']}"},
-            )
-        )
+        out.append(prior_trial(r["params"], float(score), dists, f"{other}#{r['trial_number']}"))
     return out
 
 

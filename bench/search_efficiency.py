@@ -334,22 +334,19 @@ def _race_priors(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
 
 def _seed_priors(url: str, sspec: StudySpec, rows: list[dict[str, Any]]) -> None:
     """What ``autotune run --warm-start`` does (autotune.warm_start), from race rows."""
-    import optuna
-
     from autotune.search_space import distributions
     from autotune.storage import Store
     from autotune.study_setup import open_study
-    from autotune.warm_start import FROM_ATTR
+    from autotune.warm_start import prior_trial
 
     dists = distributions(sspec)
     store = Store.open(url, create=True)
     try:
         open_study(sspec, store, sspec.name).add_trials([
-            optuna.trial.create_trial(
-                params={"rank": int(r["rank"]), "batch_size": int(r["batch_size"]),
-                        "learning_rate": float(r["learning_rate"])},
-                distributions=dists, value=float(r["score"]),
-                user_attrs={FROM_ATTR: f"race#{r['trial']}"},  # a prior, not this study's own trial
+            prior_trial(
+                {"rank": int(r["rank"]), "batch_size": int(r["batch_size"]),
+                 "learning_rate": float(r["learning_rate"])},
+                float(r["score"]), dists, f"race#{r['trial']}",
             )
             for r in rows
         ])  # fmt: skip
@@ -575,16 +572,13 @@ def replay_one(
         if (reached and n >= n_fixed) or state["compute"] >= grid_compute:
             break
     if keep is not None:  # as autotune.warm_start.priors builds them: params and score, no pruner state
-        from autotune.warm_start import FROM_ATTR
+        from autotune.warm_start import prior_trial
 
         keep.extend(
-            optuna.trial.create_trial(
-                params=t.params, distributions=t.distributions, value=t.value,
-                user_attrs={FROM_ATTR: f"replay#{t.number}"},
-            )
+            prior_trial(t.params, float(t.value), t.distributions, f"replay#{t.number}")  # type: ignore[arg-type]
             for t in study.trials
             if t.state == optuna.trial.TrialState.COMPLETE
-        )  # fmt: skip
+        )
     return trace
 
 
