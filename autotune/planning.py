@@ -25,6 +25,7 @@ CUDA_MARGIN = 0.9  # CUDA: use at most 90% of total memory (the CUDA context, cu
 # RSS grows 2.5-3.2x that, glibc's heap slack (MiniLM trials, 2026-12-03; worker/memory.py), so the
 # default CPU limit is the available RAM over the top of that range.
 CPU_SLACK = 3.2
+CPU_ALLOCATED = "cpu_allocated_above_baseline"  # worker/memory.memory_kind on glibc (the worker cannot import this)
 SKIP_LIMIT = 20  # consecutive configs not run by prediction before the run gives up
 
 
@@ -51,7 +52,7 @@ def memory_limit_mb(spec: StudySpec, cal: Any) -> tuple[float | None, str]:
         return None, "none"
     if cal.device == "cuda":
         return cal.device_memory_mb * CUDA_MARGIN, "90% of the GPU's memory"
-    if getattr(cal, "memory_kind", "") == "cpu_allocated_above_baseline":
+    if cal.memory_kind == CPU_ALLOCATED:
         return cal.device_memory_mb / CPU_SLACK, f"available RAM / {CPU_SLACK} (glibc's heap slack)"
     return cal.device_memory_mb, "available RAM"
 

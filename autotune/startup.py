@@ -63,7 +63,8 @@ def unit_to_value(u: float, dist: BaseDistribution) -> Any:
 class SpaceFillingStartup(BaseSampler):
     """Sobol points for the first ``n_startup`` finished trials, then ``after`` (TPE, whose own
     start-up count is the same, so it takes over exactly where this stops). With ``edge_probe``,
-    a best next to a numeric bound is first tried on the bound (``edge_probe.next_probe``)."""
+    a best next to a numeric bound is first tried on the bound, and with ``neighbours`` the best
+    is then swept one step per parameter (``edge_probe.next_probe``)."""
 
     def __init__(
         self, after: BaseSampler, space: dict[str, BaseDistribution], n_startup: int, seed: int,
@@ -74,6 +75,9 @@ class SpaceFillingStartup(BaseSampler):
         self._n_startup = n_startup
         self._edge_probe = edge_probe
         self._neighbours = neighbours
+        # Optuna asks infer_relative_search_space, then sample_relative, for the same trial: the
+        # probe (all trials read, a plane fitted) is worked out once per trial number
+        self._last_probe: tuple[int, dict[str, Any] | None] | None = None
         m = max(1, math.ceil(math.log2(max(2, n_startup))))
         # a power of two keeps the net balanced (and scipy quiet); one table serves every worker
         self._points: np.ndarray = qmc.Sobol(d=max(1, len(space)), scramble=True, seed=seed).random_base2(m)
@@ -88,7 +92,9 @@ class SpaceFillingStartup(BaseSampler):
     def _probe(self, study: Study, trial: FrozenTrial) -> dict[str, Any] | None:
         if not self._edge_probe:
             return None
-        return next_probe(study, trial, self._space, self._n_startup, self._neighbours)
+        if self._last_probe is None or self._last_probe[0] != trial.number:
+            self._last_probe = (trial.number, next_probe(study, trial, self._space, self._n_startup, self._neighbours))
+        return self._last_probe[1]
 
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         if self._in_startup(study, trial) or self._probe(study, trial) is not None:

@@ -44,7 +44,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     from autotune.cli.outcome import with_limits
     from autotune.estimate.model import CostModel, expected_fraction, space_values, study_time_s
     from autotune.inputs import check_inputs
-    from autotune.planning import CPU_SLACK, memory_limit_mb
+    from autotune.planning import CPU_ALLOCATED, CPU_SLACK, memory_limit_mb
     from autotune.preflight import preflight
     from autotune.spec import SpecError, load_spec
 
@@ -95,7 +95,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         f"{spec.pruner.name} pruning (expected {fraction:.0%} of each trial's budget): about "
         f"{_duration(total)} (probe took {cal.probe_s:.0f} s)"
     )
-    if cal.memory_kind == "cpu_allocated_above_baseline":
+    if cal.memory_kind == CPU_ALLOCATED:
         # worker/memory.py: MiniLM trials' RSS above the baseline ran 2.5-3.2x their allocated peak
         print(
             f"note: on CPU memory is the bytes a trial allocates; the process's resident memory grows up to "
