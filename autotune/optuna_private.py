@@ -7,8 +7,12 @@ them breaks here, loudly, and in ``tests/unit/test_optuna_private.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial, TrialState
 
 # Optuna's message when a trial that is already finished (here: failed by a reaper while its
 # worker was paused) is told again. optuna/study/_tell.py raises a plain ValueError with it.
@@ -32,3 +36,15 @@ def is_late_tell(err: BaseException) -> bool:
     return isinstance(err, optuna.exceptions.UpdateFinishedTrialError) or (
         isinstance(err, ValueError) and _LATE_TELL in str(err)
     )
+
+
+def trials_cached(study: optuna.Study, states: Sequence[TrialState]) -> list[FrozenTrial]:
+    """The study's trials in ``states``, without copies and from the sampler's cache: what a sampler
+    reads on every ask (``Study.get_trials`` deep-copies each trial and skips the cache)."""
+    return study._get_trials(deepcopy=False, states=tuple(states), use_cache=True)
+
+
+def contains(dist: BaseDistribution, value: Any) -> bool:
+    """Whether ``value`` (a param as stored, external form) lies in ``dist``: inside a range, one of
+    the choices. Optuna has this check only as the private ``_contains`` on internal values."""
+    return bool(dist._contains(dist.to_internal_repr(value)))

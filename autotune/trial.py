@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from autotune.packaged import resolve_model
 from autotune.spec import BudgetSpec, DataSpec, ObjectiveSpec, StudySpec, TinyModel
+from autotune.spec.packaged import resolve_model
 
 
 class TrialState(enum.StrEnum):
@@ -191,5 +191,5 @@ class TrialResult:
     curve: list[EvalPoint] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     # A crash that is a property of the spec (no such target module, a sequence longer than the
-    # model takes): the run stops at once instead of retrying it (autotune.guard).
+    # model takes): the run stops at once instead of retrying it (autotune.study.guard).
     spec_error: bool = False

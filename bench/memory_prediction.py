@@ -42,10 +42,10 @@ def _gpt2_dir(root: Path) -> str:
     """A small GPT-2 (random weights) and a word-level tokenizer, saved as a local model dir."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from autotune.datasets import _builtin
+    from autotune.inputs.examples import builtin
     from autotune.worker.models import tiny_tokenizer
 
-    rows = _builtin("smoke", 0)
+    rows = builtin("smoke", 0)
     tok = tiny_tokenizer(rows, ["text"])
     cfg = GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=128, n_layer=2, n_head=4)
     path = root / "gpt2-small-random"
@@ -104,7 +104,7 @@ def _one_model(spec: StudySpec) -> list[dict[str, Any]]:
     model = CostModel(cal)
     print(f"{spec.name}: probe {cal.probe_s:.1f} s on {cal.device}", file=sys.stderr, flush=True)
     rows = []
-    corr = Correction()  # what a study's Gate learns from its finished trials (planning.Gate._study_correction)
+    corr = Correction()  # what a study's Gate learns from its finished trials (study/gate.Gate._study_correction)
     for r in RANKS:
         for b in BATCHES:
             pred = model.predict(r, b)
@@ -180,7 +180,7 @@ def main() -> None:
         )
     Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows, "args": vars(args)}, indent=2))
     print(
-        "in a study (probe + the study's finished trials, planning.Gate): "
+        "in a study (probe + the study's finished trials, study/gate.Gate): "
         f"memory_median_err={summary['study_memory_median_err']:.3f} "
         f"memory_max_err={summary['study_memory_max_err']:.3f} time_median_err={summary['study_time_median_err']:.3f}"
     )

@@ -52,9 +52,9 @@ def main() -> None:
     import transformers  # noqa: F401
 
     import autotune.worker.run_trial  # noqa: F401
-    from autotune.driver import run_study
     from autotune.spec import load_spec
     from autotune.storage import Store
+    from autotune.study.driver import run_study
 
     spec = load_spec(args.spec)
     with tempfile.TemporaryDirectory() as tmp:

@@ -72,7 +72,7 @@ def _sleep_trial(sleep_s: float) -> Any:
 
 
 def _child(url: str, name: str, n: int, sleep_s: float, ready: Any, go: Any) -> None:
-    from autotune.driver import resume_study
+    from autotune.study.driver import resume_study
 
     ready.set()
     go.wait()
@@ -89,7 +89,7 @@ def distinct_configs(url: str, name: str) -> int:
 
 
 def one_worker(url: str, n: int, sleep_s: float) -> tuple[float, int]:
-    from autotune.driver import run_study
+    from autotune.study.driver import run_study
 
     name = f"scale-{uuid.uuid4().hex[:6]}"
     t0 = time.perf_counter()
@@ -98,10 +98,10 @@ def one_worker(url: str, n: int, sleep_s: float) -> tuple[float, int]:
 
 
 def many_workers(url: str, n: int, sleep_s: float, k: int) -> tuple[float, int]:
-    from autotune.study_setup import prepare_study
+    from autotune.study.setup import prepare_study
 
     name = f"scale{k}-{uuid.uuid4().hex[:6]}"
-    prepare_study(_spec(name, n), url, name, n)
+    prepare_study(url, name, n, spec=_spec(name, n))
     ctx = mp.get_context("spawn")
     go = ctx.Event()
     readies = [ctx.Event() for _ in range(k)]

@@ -48,7 +48,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
@@ -56,6 +56,9 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 from autotune.spec import PrunerSpec, SamplerSpec, StudySpec, load_spec, parse_spec  # noqa: E402
 from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult, TrialState  # noqa: E402
+
+if TYPE_CHECKING:
+    from autotune.search.samplers import SamplerFactory
 
 RESULTS = REPO / "bench" / "results"
 STRATEGIES = {
@@ -143,9 +146,9 @@ class Tracker:
 
 def _worker() -> TrialFn:
     warnings.filterwarnings("ignore")
-    from autotune.driver import _default_trial_fn
+    from autotune.study.driver import default_trial_fn
 
-    return _default_trial_fn()
+    return default_trial_fn()
 
 
 def _append(path: Path, fields: list[str], row: dict[str, Any]) -> None:
@@ -166,8 +169,8 @@ def _fmt(v: float | None) -> str:
 
 
 def cmd_grid(args: argparse.Namespace) -> None:
-    from autotune.driver import run_study
-    from autotune.search_space import grid_size
+    from autotune.search.space import grid_size
+    from autotune.study.driver import run_study
     from autotune.worker.run_trial import run_trial
 
     spec = load_spec(args.spec)
@@ -259,20 +262,19 @@ def grid_facts(rows: list[dict[str, Any]]) -> tuple[float, int]:
 
 
 def cmd_race(args: argparse.Namespace) -> None:
-    from autotune.driver import run_study
+    from autotune.study.driver import run_study
 
     spec = load_spec(args.spec)
     gspec = grid_spec(spec, args.ranks, args.batches)
     grid_csv = Path(args.grid_csv or RESULTS / f"search_grid_{_stem(spec)}.csv")
     grid_rows = read_grid(grid_csv, spec.seed)
-    from autotune.search_space import grid_size
+    from autotune.search.space import grid_size
 
     if len({_key(r) for r in grid_rows}) < grid_size(gspec):
         sys.exit(f"{grid_csv}: {len(grid_rows)} of {grid_size(gspec)} grid configs: finish `grid --resume` first")
     grid_best, grid_compute = grid_facts(grid_rows)
     n_fixed = spec.n_trials
     run = _worker() if args.strategies else None
-    _swap_tpe(args)
     cache = args.cache_dir or os.environ.get("AUTOTUNE_CACHE_DIR")
     for strategy in args.strategies:
         out = _race_csv(args, spec, strategy)
@@ -308,7 +310,7 @@ def cmd_race(args: argparse.Namespace) -> None:
                     _seed_priors(f"sqlite:///{tmp}/race.db", sspec, _race_priors(args, seed))
                 summary = run_study(
                     sspec, f"sqlite:///{tmp}/race.db", n_trials=args.max_trials, show_progress=False,
-                    cache_dir=cache, trial_fn=tracker,
+                    cache_dir=cache, trial_fn=tracker, sampler=_tpe_override(args, sspec),
                 )  # fmt: skip
                 if summary.interrupted and not tracker.decided:  # Ctrl-C or kill: not a finished seed
                     sys.exit(f"{strategy} seed {seed} interrupted after {tracker.n} trials; its rows stay, unfinished")
@@ -333,11 +335,11 @@ def _race_priors(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
 
 
 def _seed_priors(url: str, sspec: StudySpec, rows: list[dict[str, Any]]) -> None:
-    """What ``autotune run --warm-start`` does (autotune.warm_start), from race rows."""
-    from autotune.search_space import distributions
+    """What ``autotune run --warm-start`` does (autotune.study.warm_start), from race rows."""
+    from autotune.search.priors import prior_trial
+    from autotune.search.space import distributions
     from autotune.storage import Store
-    from autotune.study_setup import open_study
-    from autotune.warm_start import prior_trial
+    from autotune.study.setup import open_study
 
     dists = distributions(sspec)
     store = Store.open(url, create=True)
@@ -354,14 +356,14 @@ def _seed_priors(url: str, sspec: StudySpec, rows: list[dict[str, Any]]) -> None
         store.close()
 
 
-def _swap_tpe(args: argparse.Namespace) -> None:
-    """``--legacy-startup`` / ``--tpe V``: race another sampler under the ``tpe`` name."""
-    from autotune import samplers
-
+def _tpe_override(args: argparse.Namespace, spec: StudySpec) -> SamplerFactory | None:
+    """``--legacy-startup`` / ``--tpe V``: the sampler raced in place of the default ``tpe`` (a
+    strategy with another sampler keeps its own), through ``run_study(sampler=...)``."""
+    if spec.sampler.name != "tpe":
+        return None
     if args.legacy_startup:  # the pre-issue-10 TPE, for a before/after race in one code base
-        samplers.SAMPLERS["tpe"] = _legacy_tpe
-    elif args.tpe:
-        samplers.SAMPLERS["tpe"] = _tpe_variant(args.tpe)
+        return _legacy_tpe
+    return _tpe_variant(args.tpe) if args.tpe else None
 
 
 def _lookup(grid_rows: list[dict[str, Any]]) -> TrialFn:
@@ -478,8 +480,8 @@ def _tpe_variant(name: str) -> Any:
     it differs): the candidates for issue 10's "make it win"."""
     import optuna
 
-    from autotune.search_space import distributions
-    from autotune.startup import SpaceFillingStartup, startup_trials
+    from autotune.search.space import distributions
+    from autotune.search.space_filling import SpaceFillingStartup, startup_trials
 
     def make(spec: StudySpec, seed: int) -> Any:
         n = startup_trials(spec)
@@ -536,20 +538,18 @@ def replay_one(
     ``priors``: finished trials added first (a warm start); ``keep`` collects this study's."""
     import optuna
 
-    from autotune.driver import _suggest
-    from autotune.samplers import make_pruner, make_sampler
-    from autotune.search_space import distributions
+    from autotune.search.samplers import make_pruner, make_sampler
+    from autotune.search.space import suggest
 
-    sampler = make_sampler(sspec)  # cmd_replay swapped in --legacy-startup / --tpe
+    sampler = make_sampler(sspec, factory=_tpe_override(args, sspec))  # --legacy-startup / --tpe
     study = optuna.create_study(sampler=sampler, pruner=make_pruner(sspec), direction="minimize")
-    dists = distributions(sspec)
     if priors:
-        study.add_trials(priors)  # what autotune.warm_start does with a stored study's trials
+        study.add_trials(priors)  # what autotune.study.warm_start does with a stored study's trials
     state = {"compute": 0, "best": math.inf}
     trace: list[dict[str, Any]] = []
 
     def objective(trial: optuna.Trial) -> float:
-        p = {k: _suggest(trial, k, d) for k, d in dists.items()}
+        p = suggest(trial, sspec)
         row = _row_at(table, int(p["rank"]), int(p["batch_size"]), float(p["learning_rate"]))
         if at_eval is not None:  # a study with a smaller budget: the curve's score at that point
             ex, score = row["curve"].split()[at_eval - 1].split(":")
@@ -572,7 +572,7 @@ def replay_one(
         if (reached and n >= n_fixed) or state["compute"] >= grid_compute:
             break
     if keep is not None:  # as autotune.warm_start.priors builds them: params and score, no pruner state
-        from autotune.warm_start import prior_trial
+        from autotune.search.priors import prior_trial
 
         keep.extend(
             prior_trial(t.params, float(t.value), t.distributions, f"replay#{t.number}")  # type: ignore[arg-type]
@@ -624,7 +624,6 @@ def cmd_replay(args: argparse.Namespace) -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
     spec = load_spec(args.spec)
-    _swap_tpe(args)
     rows = read_grid(Path(args.grid_csv or RESULTS / f"search_grid_{_stem(spec)}.csv"), spec.seed)
     grid_best, grid_compute = grid_facts(rows)
     table = {(int(r["rank"]), int(r["batch_size"]), float(r["learning_rate"])): r for r in rows}

@@ -10,16 +10,12 @@ import sys
 from typing import Any
 
 from autotune.cli import use
-from autotune.cli.edges import edge_notes
+from autotune.cli.bound_notes import edge_notes
 from autotune.cli.report import cmd_report
-from autotune.cli.table import render_table
-from autotune.datasets import DataError
-from autotune.spec import SEARCH_PARAMS, SpecError
-from autotune.storage.url import StorageError, redact, resolve_url
-
-# Errors that are the user's to fix: one line, exit 2. Database errors reach here as
-# StorageError (translated once, in Store); anything else is a bug and keeps its traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (SpecError, DataError, StorageError, FileNotFoundError)
+from autotune.errors import StorageError
+from autotune.spec import SEARCH_PARAMS
+from autotune.storage.url import redact, resolve_url
+from autotune.text_table import render_table
 
 # One column per searchable parameter (empty where a study does not search it), from the registry.
 PARAM_COLUMNS = tuple(SEARCH_PARAMS)
@@ -220,7 +216,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.spec:
         spec = load_spec(path)
         if not args.no_data:
-            from autotune.inputs import check_inputs
+            from autotune.inputs.check import check_inputs
 
             ex = check_inputs(spec)
             extra = f", {len(ex.labels)} labels" if ex.labels else ""

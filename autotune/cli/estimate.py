@@ -14,22 +14,6 @@ from dataclasses import asdict, replace
 from typing import Any
 
 
-def add_limit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--memory-limit",
-        default=None,
-        metavar="SIZE",
-        help="configs predicted above this peak memory (e.g. 20GiB) are not run (default: the spec's "
-        "budget.memory_limit_mb, else the device's)",
-    )
-    p.add_argument(
-        "--time-budget",
-        default=None,
-        metavar="DURATION",
-        help="no trial starts whose predicted time would overrun this (e.g. 30m; default: budget.study_time_s)",
-    )
-
-
 def add_estimate_parser(sub: Any) -> None:
     p = sub.add_parser("estimate", help="predict each config's peak memory and time before a study")
     p.add_argument("spec", help="study spec (YAML)")
@@ -41,12 +25,13 @@ def add_estimate_parser(sub: Any) -> None:
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    from autotune.cli.outcome import with_limits
+    from autotune.cli.limits import with_limits
+    from autotune.errors import SpecError
+    from autotune.estimate.calibration import CPU_SLACK, memory_limit_mb
     from autotune.estimate.model import CostModel, expected_fraction, space_values, study_time_s
-    from autotune.inputs import check_inputs
-    from autotune.planning import CPU_ALLOCATED, CPU_SLACK, memory_limit_mb
-    from autotune.preflight import preflight
-    from autotune.spec import SpecError, load_spec
+    from autotune.inputs.check import check_inputs
+    from autotune.spec import load_spec
+    from autotune.worker.preflight import preflight
 
     spec = with_limits(load_spec(args.spec), args)
     for flag, n in (("--workers", args.workers), ("--n-trials", args.n_trials)):
@@ -56,6 +41,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     preflight(spec, list(examples.labels) if examples.labels else None)
 
     from autotune.estimate.probe import calibrate  # torch: only now
+    from autotune.worker.memory import CPU_ALLOCATED
 
     cal = calibrate(spec, args.cache_dir)
     model = CostModel(cal)
@@ -106,7 +92,7 @@ def run_estimate(args: argparse.Namespace) -> int:
 
 
 def _print_table(preds: list[Any], limit: float | None, source: str, cal: Any) -> None:
-    from autotune.cli.table import render_table
+    from autotune.text_table import render_table
 
     rows = [
         {

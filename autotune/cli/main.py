@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from autotune import __version__
 from autotune.cli import use
-from autotune.cli.estimate import add_estimate_parser, add_limit_args
-from autotune.session import EXIT_INTERRUPTED, EXIT_USER_ERROR
+from autotune.cli.estimate import add_estimate_parser
+from autotune.cli.limits import add_limit_args
+from autotune.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, USER_ERRORS
 
 
 def _storage_arg(p: argparse.ArgumentParser) -> None:
@@ -32,6 +33,20 @@ def _fmt_arg(p: argparse.ArgumentParser, choices: tuple[str, ...], default: str)
     p.add_argument("--format", choices=choices, default=default, help=f"output format (default: {default})")
 
 
+def _run_args(p: argparse.ArgumentParser, n_trials_from: str, *, workers: bool) -> None:
+    """The options `run`, `resume` and `worker` share (`worker` is one process: no --workers)."""
+    _storage_arg(p)
+    p.add_argument(
+        "--n-trials", type=int, default=None, help=f"total finished trials to reach (default: {n_trials_from} n_trials)"
+    )
+    if workers:
+        p.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default: 1)")
+        p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1: one worker per GPU")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    add_limit_args(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="autotune", description="Tune LoRA rank, batch size and learning rate with Optuna; results in SQL."
@@ -41,35 +56,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="create (or continue) a study from a spec and run trials")
     p.add_argument("spec", help="study spec (YAML)")
-    _storage_arg(p)
     p.add_argument("--study-name", default=None, help="override the spec's name")
-    p.add_argument(
-        "--n-trials", type=int, default=None, help="total finished trials to reach (default: spec's n_trials)"
-    )
-    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default: 1)")
-    p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1: one worker per GPU")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
-    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
+    _run_args(p, "spec's", workers=True)
     p.add_argument("--warm-start", default=None, metavar="STUDY", help="seed a new study with STUDY's finished trials")
-    add_limit_args(p)
 
     p = sub.add_parser("resume", help="continue a stored study until it holds --n-trials finished trials")
     p.add_argument("study", help="study name")
-    _storage_arg(p)
-    p.add_argument("--n-trials", type=int, default=None, help="total finished trials to reach (default: stored spec's)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default: 1)")
-    p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
-    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
-    add_limit_args(p)
+    _run_args(p, "stored spec's", workers=True)
 
     p = sub.add_parser("worker", help="join an existing study as one worker (any machine sharing the database)")
     p.add_argument("study", help="study name")
-    _storage_arg(p)
-    p.add_argument("--n-trials", type=int, default=None, help="total finished trials to reach (default: stored spec's)")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
-    p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
-    add_limit_args(p)
+    _run_args(p, "stored spec's", workers=False)
 
     p = sub.add_parser("best", help="show the best finished trial")
     p.add_argument("study", help="study name")
@@ -126,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(commands.dispatch(args) or 0)
-    except commands.USER_ERRORS as err:
+    except USER_ERRORS as err:
         print(f"autotune: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:

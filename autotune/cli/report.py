@@ -11,7 +11,8 @@ import os
 import sys
 from typing import Any
 
-from autotune.storage.url import StorageError, resolve_url
+from autotune.errors import StorageError
+from autotune.storage.url import resolve_url
 
 
 def add_parser(sub: Any, storage_arg: Any) -> None:

@@ -7,12 +7,13 @@ import argparse
 import os
 import sys
 
-from autotune.cli.edges import print_run_notes
-from autotune.cli.outcome import run_limits
-from autotune.limits import RunLimits
-from autotune.session import EXIT_USER_ERROR, RunSummary, exit_code, summary_line
-from autotune.spec import SpecError
+from autotune.cli.bound_notes import print_run_notes
+from autotune.cli.limits import run_limits
+from autotune.errors import EXIT_USER_ERROR, SpecError
+from autotune.spec import StudySpec
 from autotune.storage.url import redact, resolve_url
+from autotune.study.limits import RunLimits
+from autotune.study.summary import RunSummary, exit_code, summary_line
 
 
 def _positive(n: int | None, flag: str) -> None:
@@ -44,42 +45,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     _positive(args.n_trials, "--n-trials")
     _positive(args.workers, "--workers")
     url = resolve_url(args.storage)
-    from autotune import driver
-
     _cpu_only(args.devices)
+    name = args.study_name or spec.name
     if args.warm_start:
-        from autotune.warm_start import warm_start
+        from autotune.study.warm_start import warm_start
 
-        n = warm_start(spec, url, args.study_name or spec.name, args.warm_start)
+        n = warm_start(spec, url, name, args.warm_start)
         print(f"warm start: {n} finished trials of '{args.warm_start}' seed the search", file=sys.stderr)
-    if args.workers > 1 or args.devices not in ("auto", "cpu"):
-        from autotune.parallel import run_parallel
-
-        s = run_parallel(
-            spec,
-            url,
-            study_name=args.study_name,
-            n_trials=args.n_trials,
-            workers=args.workers,
-            devices=args.devices,
-            show_progress=not args.no_progress,
-            cache_dir=args.cache_dir,
-            limits=limits,
-        )
-        return _finish(s, url)
-    s = driver.run_study(
-        spec,
-        url,
-        study_name=args.study_name,
-        n_trials=args.n_trials,
-        show_progress=not args.no_progress,
-        cache_dir=args.cache_dir,
-    )
+    s = _launch(args, url, name, spec, limits, args.n_trials)
     code = _finish(s, url)
     if spec.search.expand_bounds and not s.interrupted:
-        from autotune.expand import expand_after
+        from autotune.study.expand import expand_after
 
-        wide = expand_after(spec, url, s.study_name, show_progress=not args.no_progress, cache_dir=args.cache_dir)
+        # the follow-up studies run as this one did: in this process or with the same workers
+        wide = expand_after(spec, url, s.study_name, lambda sp, nm, n: _launch(args, url, nm, sp, limits, n))
         if wide is not None:
             code = _finish(wide, url)
     return code
@@ -91,38 +70,40 @@ def cmd_resume(args: argparse.Namespace) -> int:
     limits = run_limits(args)
     url = resolve_url(args.storage)
     _cpu_only(args.devices)
-    if args.workers > 1 or args.devices not in ("auto", "cpu"):
-        from autotune.parallel import resume_parallel
-
-        s = resume_parallel(
-            url,
-            args.study,
-            n_trials=args.n_trials,
-            workers=args.workers,
-            devices=args.devices,
-            show_progress=not args.no_progress,
-            cache_dir=args.cache_dir,
-            limits=limits,
-        )
-        return _finish(s, url)
-    return _one_worker(args, url, limits)
+    return _finish(_launch(args, url, args.study, None, limits, args.n_trials), url)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     _positive(args.n_trials, "--n-trials")
-    return _one_worker(args, resolve_url(args.storage), run_limits(args))
+    url = resolve_url(args.storage)
+    return _finish(_launch(args, url, args.study, None, run_limits(args), args.n_trials), url)
 
 
-def _one_worker(args: argparse.Namespace, url: str, limits: RunLimits) -> int:
-    """Continue the stored study in this process (``resume`` with one worker, ``worker``)."""
-    from autotune import driver
+def _launch(
+    args: argparse.Namespace, url: str, name: str, spec: StudySpec | None, limits: RunLimits, n_trials: int | None
+) -> RunSummary:
+    """Run study ``name`` (new from ``spec``, or the stored one when ``spec`` is None) in this
+    process, or with N worker processes when ``--workers``/``--devices`` ask for them."""
+    workers, devices = getattr(args, "workers", 1), getattr(args, "devices", "auto")  # `worker` has neither
+    if workers > 1 or devices not in ("auto", "cpu"):
+        from autotune.study.parallel import run_parallel
 
-    s = driver.resume_study(
-        url,
-        args.study,
-        n_trials=args.n_trials,
-        show_progress=not args.no_progress,
-        cache_dir=args.cache_dir,
-        limits=limits,
+        return run_parallel(
+            url,
+            name,
+            spec=spec,
+            n_trials=n_trials,
+            workers=workers,
+            devices=devices,
+            show_progress=not args.no_progress,
+            cache_dir=args.cache_dir,
+            limits=limits,
+        )
+    from autotune.study import driver
+
+    show, cache = not args.no_progress, args.cache_dir
+    if spec is None:
+        return driver.resume_study(url, name, n_trials=n_trials, show_progress=show, cache_dir=cache, limits=limits)
+    return driver.run_study(
+        spec, url, study_name=name, n_trials=n_trials, show_progress=show, cache_dir=cache, limits=limits
     )
-    return _finish(s, url)

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import StorageError
 from autotune.spec import parse_spec_yaml
-from autotune.storage.url import StorageError, resolve_url
+from autotune.storage.url import resolve_url
 
 
 def add_train_parser(sub: Any) -> None:
@@ -67,7 +68,7 @@ def _trial(store: Any, study: str, number: int | None) -> dict[str, Any]:
 
 def print_answer(args: argparse.Namespace) -> int:
     """``best --format peft`` (a Python snippet) or ``--format spec`` (a pinned spec YAML)."""
-    from autotune.answer import peft_snippet, pinned_spec_yaml
+    from autotune.handoff.snippets import peft_snippet, pinned_spec_yaml
     from autotune.storage import Store
 
     store = Store.open(resolve_url(args.storage), create=False)
@@ -83,7 +84,7 @@ def print_answer(args: argparse.Namespace) -> int:
 
 def export_peft_config(args: argparse.Namespace) -> int:
     """``export --peft-config DIR``: adapter_config.json through peft's own LoraConfig.save_pretrained."""
-    from autotune.answer import lora_kwargs
+    from autotune.handoff.snippets import lora_kwargs
     from autotune.storage import Store
 
     store = Store.open(resolve_url(args.storage), create=False)
@@ -108,7 +109,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch is imported
     elif args.devices != "auto":
         os.environ["CUDA_VISIBLE_DEVICES"] = args.devices
-    from autotune.train import FitError, TrainOptions, train
+    from autotune.errors import FitError
+    from autotune.handoff.train import TrainOptions, train
 
     opts = TrainOptions(
         trial=args.trial,

@@ -24,8 +24,7 @@ from autotune.estimate.model import BatchFacts, Calibration, ProbePoint, space_v
 from autotune.spec import StudySpec
 from autotune.trial import TrialConfig, trial_config
 from autotune.worker import data as wdata
-from autotune.worker import run_trial as rt
-from autotune.worker import state
+from autotune.worker import state, steps
 from autotune.worker.memory import MemoryMeter, memory_kind
 from autotune.worker.precision import Precision, pick_device, pick_precision
 
@@ -39,7 +38,7 @@ def batch_facts(split: wdata.TokenizedData, c: TrialConfig) -> BatchFacts:
     widths = [int(lengths[idx].max()) * len(idx) for idx in order]
     evals = wdata.eval_batches(split.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
     eval_widths = [int(split.validation.lengths[idx].max()) * len(idx) for idx in evals]
-    n_evals = len(rt._eval_steps(n_steps, c.budget.evals))
+    n_evals = len(steps.eval_steps(n_steps, c.budget.evals))
     return BatchFacts(c.batch_size, n_steps, max(widths), sum(widths), sum(eval_widths), n_evals, max(eval_widths))
 
 
@@ -65,7 +64,7 @@ def _probe(
     data = entry.data
     n_steps = math.ceil(c.budget.train_examples / c.batch_size)
     order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, True)
-    steps = [_widest(data, c), *order[: PROBE_STEPS - 1]]
+    batches = [_widest(data, c), *order[: PROBE_STEPS - 1]]
     eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
     meter = MemoryMeter(device)
     times: list[float] = []
@@ -77,13 +76,13 @@ def _probe(
         setup = time.perf_counter() - t0
         trainable = [p for p in model.parameters() if p.requires_grad]
         n_trainable = sum(p.numel() for p in trainable)
-        opt = rt.make_optimizer(trainable, c, device)
+        opt = steps.make_optimizer(trainable, c, device)
         scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
         model.train()
-        for idx in steps:
+        for idx in batches:
             t = time.perf_counter()
             batch = wdata.make_batch(data.train, idx, device)
-            rt._train_step(model, rt._forward_loss, batch, opt, scaler, trainable, prec, c.max_grad_norm)
+            steps.train_step(model, steps.forward_loss, batch, opt, scaler, trainable, prec, c.max_grad_norm)
             _sync(device)
             times.append(time.perf_counter() - t)
             tokens.append(int(data.train.lengths[idx].max()) * len(idx))
@@ -92,7 +91,7 @@ def _probe(
         # read apart (cost model: a trial peaks at the larger of the two).
         train_peak = meter.restart_peak()
         t = time.perf_counter()
-        rt._evaluate(model, data.validation, eval_order, device, prec)
+        steps.evaluate(model, data.validation, eval_order, device, prec)
         eval_s = time.perf_counter() - t
         del opt
     state.remove_adapters(model)
@@ -121,7 +120,7 @@ def device_key(spec: StudySpec) -> str:
     if device.type == "cuda":
         where = torch.cuda.get_device_name(device)
     else:
-        rt._apply_thread_limit()
+        steps.apply_thread_limit()
         where = f"cpu x{torch.get_num_threads()}"
     return f"{where}|{prec.name}"
 
@@ -147,7 +146,7 @@ def device_memory_mb(device_type: str) -> float | None:
 def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     """Probe the smallest and largest rank x batch size of the search space."""
     t_start = time.perf_counter()
-    rt._apply_thread_limit()
+    steps.apply_thread_limit()
     ranks, batches = space_values(spec, "rank"), space_values(spec, "batch_size")
     lr = spec.search.learning_rate
     lr_value = float(lr.choices[0]) if lr.choices is not None else float(lr.low or 1e-4)

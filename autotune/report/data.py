@@ -15,8 +15,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from autotune.spec import SpecError, StudySpec, parse_spec_yaml
-from autotune.storage import StorageError, Store, StudyRow
+from autotune.errors import SpecError, StorageError
+from autotune.spec import StudySpec, parse_spec_yaml
+from autotune.storage import Store, StudyRow
 from autotune.storage.tables import curves as curves_table
 
 # Failure states, in the order the report lists them after complete and pruned.

@@ -13,10 +13,10 @@ from typing import Any
 
 import jinja2
 
-from autotune.edges import find_edges
+from autotune.handoff.snippets import peft_snippet
 from autotune.report.data import ReportData, cost_points, finite, pareto_front
 from autotune.report.figures import FIG_H_PX, FIG_W_PX, Figure
-from autotune.report.snippet import peft_snippet
+from autotune.search.bounds import find_edges
 from autotune.spec import ParamRange, searched_params
 
 ERROR_SUMMARY_CHARS = 120  # first line of an error in the table; the full text is in its tooltip
@@ -200,7 +200,8 @@ def render(data: ReportData, figures: list[Figure]) -> str:
     complete = data.complete
     failed = [(s, n) for s, n, _ in data.state_counts() if s != "complete"]
     best = data.best
-    snippet = peft_snippet(best, data.spec) if best is not None and data.spec is not None else None
+    # the snippet `autotune best --format peft` prints: the trial's resolved target modules
+    snippet = peft_snippet(data.spec.name, best, data.spec) if best is not None and data.spec is not None else None
     figs = [
         {
             "name": f.name,

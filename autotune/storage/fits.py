@@ -7,23 +7,14 @@ row that says so; it is finished with its state (complete, interrupted, oom, ...
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from autotune.storage.store import Store
+from autotune.errors import StorageError
+from autotune.storage.store import Store, result_values
 from autotune.storage.tables import fits, trials
-from autotune.storage.url import StorageError
 from autotune.trial import TrialResult, TrialState
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is None or math.isfinite(x) else None
 
 
 def trial_row(store: Store, name: str, number: int) -> dict[str, Any]:
@@ -64,7 +55,7 @@ def fit_started(store: Store, name: str, number: int, params: dict[str, Any], tr
                 train_examples=train_examples,
                 state=TrialState.RUNNING.value,
                 params=params,
-                created_at=_now(),
+                created_at=dt.datetime.now(dt.UTC),
             )
         )
         key = res.inserted_primary_key
@@ -73,24 +64,8 @@ def fit_started(store: Store, name: str, number: int, params: dict[str, Any], tr
 
 
 def fit_finished(store: Store, fit_id: int, r: TrialResult) -> None:
-    values = dict(
-        state=r.state.value,
-        val_loss=_finite(r.val_loss),
-        train_loss=_finite(r.train_loss),
-        score=_finite(r.score),
-        accuracy=r.accuracy,
-        train_time_s=r.train_time_s,
-        eval_time_s=r.eval_time_s,
-        wall_time_s=r.wall_time_s,
-        peak_memory_mb=r.peak_memory_mb,
-        memory_kind=r.memory_kind,
-        device=r.device,
-        versions=r.versions,
-        error=r.error,
-        finished_at=_now(),
-    )
     with store._tx(write=True) as conn:
-        conn.execute(update(fits).where(fits.c.id == fit_id).values(**values))
+        conn.execute(update(fits).where(fits.c.id == fit_id).values(**result_values(r)))
 
 
 def fit_saved(store: Store, fit_id: int, output_path: str) -> None:

@@ -14,10 +14,11 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from autotune import __version__
+from autotune.errors import StorageError
 from autotune.storage import migrate
 from autotune.storage.engine import db_reason, init_lock, make_engine
 from autotune.storage.tables import curves, studies, trials
-from autotune.storage.url import StorageError, parse_url, redact
+from autotune.storage.url import parse_url, redact
 from autotune.trial import FINISHED_STATES, TrialResult, TrialState
 
 # Searched params that also have an indexed column of their own; all of them are in ``params``.
@@ -30,6 +31,28 @@ def _now() -> dt.datetime:
 
 def _finite(x: float | None) -> float | None:
     return x if x is None or math.isfinite(x) else None
+
+
+def result_values(r: TrialResult) -> dict[str, Any]:
+    """The columns a trial's row (``autotune_trials``) and a fit's row (``autotune_fits``, written
+    by storage/fits.py) both take from a ``TrialResult``: state, losses (a non-finite one stored as
+    NULL), times, memory, device, versions, error, and the time it finished."""
+    return dict(
+        state=r.state.value,
+        val_loss=_finite(r.val_loss),
+        train_loss=_finite(r.train_loss),
+        score=_finite(r.score),
+        accuracy=r.accuracy,
+        wall_time_s=r.wall_time_s,
+        train_time_s=r.train_time_s,
+        eval_time_s=r.eval_time_s,
+        peak_memory_mb=r.peak_memory_mb,
+        memory_kind=r.memory_kind,
+        device=r.device,
+        versions=r.versions,
+        error=r.error,
+        finished_at=_now(),
+    )
 
 
 @dataclass(frozen=True)
@@ -197,27 +220,14 @@ class Store:
         it meanwhile (this worker was paused past the grace period): the result is dropped, as
         its retry is already queued."""
         values = dict(
-            state=r.state.value,
-            val_loss=_finite(r.val_loss),
-            train_loss=_finite(r.train_loss),
-            score=_finite(r.score),
-            accuracy=r.accuracy,
-            wall_time_s=r.wall_time_s,
+            result_values(r),
             setup_time_s=r.setup_time_s,
-            train_time_s=r.train_time_s,
-            eval_time_s=r.eval_time_s,
             samples_per_s=r.samples_per_s,
             tokens_per_s=r.tokens_per_s,
-            peak_memory_mb=r.peak_memory_mb,
-            memory_kind=r.memory_kind,
-            device=r.device,
             precision=r.precision,
             optimizer_steps=r.optimizer_steps,
             examples_seen=r.examples_seen,
-            versions=r.versions,
-            error=r.error,
             target_modules=r.target_modules,
-            finished_at=_now(),
         )
         with self._tx(write=True) as conn:
             n = conn.execute(
@@ -288,7 +298,7 @@ class Store:
                         trials.c.study_name == name,
                         trials.c.state.in_(counted),
                         trials.c.requeued.is_(False),
-                        trials.c.not_run.is_not(True),  # skipped by its prediction (autotune.planning)
+                        trials.c.not_run.is_not(True),  # skipped by its prediction (autotune.study.gate)
                     )
                 ).scalar_one()
             )

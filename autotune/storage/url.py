@@ -11,12 +11,10 @@ import os
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from autotune.errors import StorageError
+
 ENV_VAR = "AUTOTUNE_STORAGE"
 DEFAULT_URL = "sqlite:///autotune.db"
-
-
-class StorageError(ValueError):
-    """A user error about the storage URL or database: one line, password-free."""
 
 
 def resolve_url(flag: str | None) -> str:

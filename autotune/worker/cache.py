@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from autotune.datasets import Examples
+from autotune.inputs.examples import Examples
 from autotune.paths import cache_root
 from autotune.trial import TrialConfig
 from autotune.worker import data as wdata

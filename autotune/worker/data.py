@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from autotune.datasets import Examples, Record
+from autotune.inputs.examples import Examples, Record
 
 IGNORE_INDEX = -100  # the label value torch's cross-entropy skips
 

@@ -15,13 +15,14 @@ from typing import Any
 
 import torch
 
-from autotune.packaged import resolve_model
+from autotune.spec.packaged import resolve_model
 from autotune.trial import TrialConfig, TrialResult, config_from_json
 from autotune.worker import data as wdata
 from autotune.worker.models import TINY, build_tiny, load_pretrained
 from autotune.worker.precision import pick_precision
-from autotune.worker.run_trial import _evaluate, run_trial
+from autotune.worker.run_trial import run_trial
 from autotune.worker.state import prepare_data
+from autotune.worker.steps import evaluate
 
 PROVENANCE = "autotune_train.json"
 
@@ -81,4 +82,4 @@ def evaluate_trained(path: str | Path) -> tuple[float, float | None]:
     entry = prepare_data(c)
     device = torch.device("cpu")
     order = wdata.eval_batches(entry.data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
-    return _evaluate(model, entry.data.validation, order, device, pick_precision("fp32", device))
+    return evaluate(model, entry.data.validation, order, device, pick_precision("fp32", device))

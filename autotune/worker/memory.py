@@ -82,9 +82,10 @@ def _mallinfo2() -> Callable[[], int] | None:
 # predicted or compared, and RSS does not. In one process the same MiniLM trial (rank 16, batch 16)
 # peaked at 404-503 MB of RSS and 156-157 MB allocated every time; rank 4, batch 64 at 1,532-1,728
 # MB RSS and 611-623 MB allocated (2026-12-03, both figures sampled side by side by this meter).
-# RSS above the baseline ran 2.5-3.2x the allocated peak: planning.CPU_SLACK keeps that headroom
+# RSS above the baseline ran 2.5-3.2x the allocated peak: estimate/calibration.CPU_SLACK keeps that headroom
 # when the limit is the available RAM. Each sample costs ~0.2 ms (mallinfo2 walks the free lists).
 _IN_USE = _mallinfo2()
+CPU_ALLOCATED = "cpu_allocated_above_baseline"  # memory_kind on glibc: the allocated-bytes meter
 
 
 def _malloc_trim() -> None:
@@ -204,4 +205,4 @@ def memory_kind(device_type: str) -> str:
     """What ``peak_memory_mb`` measures on this kind of device (stored as ``memory_kind``)."""
     if device_type == "cuda":
         return "cuda_max_allocated"
-    return "cpu_allocated_above_baseline" if _IN_USE is not None else "cpu_rss_above_baseline"
+    return CPU_ALLOCATED if _IN_USE is not None else "cpu_rss_above_baseline"

@@ -11,14 +11,11 @@ from typing import Any
 
 import torch
 
-from autotune.datasets import Record
+from autotune.errors import ModelError
+from autotune.inputs.examples import Record
 
 TINY = "tiny"
 _SPECIALS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]", "[CLS]", "[SEP]")
-
-
-class ModelError(ValueError):
-    """A user error about the model: one line."""
 
 
 def tiny_tokenizer(rows: list[Record], fields: list[str]) -> Any:
@@ -113,7 +110,7 @@ def load_tokenizer(name: str, revision: str | None) -> Any:
     return tok
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     # The load report ("classifier.weight MISSING") is expected: the task head is new by design.
     from transformers.utils import logging as hf_logging
 
@@ -126,7 +123,7 @@ def load_pretrained(
 ) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    _quiet_transformers()
+    quiet_transformers()
     torch.manual_seed(seed)  # a new classification head is initialised from this seed
     try:
         if task == "causal-lm":

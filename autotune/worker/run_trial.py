@@ -1,5 +1,9 @@
 """One LoRA trial, read top to bottom: setup -> model -> data -> train -> evaluate -> measure.
 
+The steps it is made of (one optimizer step, an evaluation pass, the optimizer, the evaluation
+schedule) are named in ``worker/steps.py``, where the calibration probe (estimate/probe.py) and
+`autotune train` (worker/fit.py) call the same ones.
+
 The worker never imports optuna or storage: it takes a ``report(step, score) -> should_stop``
 callback and returns a ``TrialResult``. Failures (OOM, NaN loss, pruning, interruption, timeout,
 crashes) come back as states, never as exceptions.
@@ -8,14 +12,12 @@ crashes) come back as states, never as exceptions.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import peft
 import torch
 import transformers
@@ -23,9 +25,9 @@ import transformers
 from autotune.scoring import score as weighted_score
 from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialState
 from autotune.worker import data as wdata
-from autotune.worker import faults, state
+from autotune.worker import faults, state, steps
 from autotune.worker.faults import faults_for
-from autotune.worker.memory import MemoryMeter, leaf_samples, sample_now
+from autotune.worker.memory import MemoryMeter
 from autotune.worker.models import wrapped_modules
 from autotune.worker.precision import Precision, device_name, pick_device, pick_precision
 from autotune.worker.spec_errors import is_spec_property
@@ -39,20 +41,7 @@ class _Stop(Exception):
         self.state = state
 
 
-def _eval_steps(n_steps: int, evals: int) -> list[int]:
-    """Optimizer steps after which to evaluate: evenly spaced fractions of the budget."""
-    points = sorted({max(1, round(k * n_steps / evals)) for k in range(1, evals + 1)})
-    return points
-
-
 # ------------------------------------------------------------------ the recipe
-
-
-def _apply_thread_limit() -> None:
-    # Several workers on one CPU machine split the cores (set by `autotune run --workers N`).
-    n = os.environ.get("AUTOTUNE_THREADS")
-    if n and n.isdigit() and torch.get_num_threads() != int(n):
-        torch.set_num_threads(int(n))
 
 
 # on_trained(model, tokenizer): called with the trained peft model of a complete trial, before its
@@ -74,7 +63,7 @@ def run_trial(
     ``TrialResult`` whatever happens: OOM, non-finite loss, timeout and any crash become its
     state and error. Raises nothing but ``BaseException``s that are not ``KeyboardInterrupt``."""
     t_start = time.perf_counter()
-    _apply_thread_limit()
+    steps.apply_thread_limit()
     device = pick_device()
     prec = pick_precision(config.precision, device)
     result = TrialResult(
@@ -91,7 +80,7 @@ def run_trial(
         with meter:
             model = state.add_adapters(base, config)
             result.target_modules = wrapped_modules(model)
-            _sync(device)
+            steps.sync(device)
             result.setup_time_s = time.perf_counter() - t_start
             _train(model, entry.data, config, device, prec, report, interrupt, result, t_start)
         if on_trained is not None and result.state == TrialState.COMPLETE:
@@ -139,13 +128,13 @@ def _train(
     t_start: float,
 ) -> None:
     n_steps = math.ceil(c.budget.train_examples / c.batch_size)
-    evals_at = _eval_steps(n_steps, c.budget.evals)
+    evals_at = steps.eval_steps(n_steps, c.budget.evals)
     order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, group_by_length=True)
     eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(trainable, c, device)
+    opt = steps.make_optimizer(trainable, c, device)
     scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
-    step_fn = torch.compile(_forward_loss) if c.compile else _forward_loss
+    step_fn = torch.compile(steps.forward_loss) if c.compile else steps.forward_loss
     losses = torch.zeros(n_steps, device=device)  # per-step train loss, read only at evaluations
     tail = max(1, math.ceil(c.objective.train_tail_fraction * n_steps))
     tokens = 0
@@ -163,16 +152,16 @@ def _train(
         tokens += batch.n_tokens
         if fault.active:
             faults.before_step(fault)
-        loss = _train_step(model, step_fn, batch, opt, scaler, trainable, prec, c.max_grad_norm)
+        loss = steps.train_step(model, step_fn, batch, opt, scaler, trainable, prec, c.max_grad_norm)
         if fault.active:
             loss = faults.after_loss(fault, loss)
         losses[step] = loss.detach()
         done = step + 1
         if done in evals_at:
-            _sync(device)
+            steps.sync(device)
             train_time += time.perf_counter() - t_phase
             t_eval = time.perf_counter()
-            val_loss, acc = _evaluate(model, data.validation, eval_order, device, prec)
+            val_loss, acc = steps.evaluate(model, data.validation, eval_order, device, prec)
             eval_time += time.perf_counter() - t_eval
             model.train()
             window = losses[max(0, done - tail) : done]
@@ -194,104 +183,10 @@ def _train(
     result.state = TrialState.COMPLETE
 
 
-def make_optimizer(trainable: list[torch.nn.Parameter], c: TrialConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW on the trainable (LoRA, head) parameters: fused on CUDA, foreach elsewhere. The
-    calibration probe (autotune/estimate/probe.py) builds the same one, so it measures the trial."""
-    fused_ok = device.type == "cuda"
-    return torch.optim.AdamW(
-        trainable,
-        lr=c.learning_rate,
-        weight_decay=c.weight_decay,
-        fused=fused_ok or None,
-        foreach=None if fused_ok else True,
-    )
-
-
-def _forward_loss(model: torch.nn.Module, batch: wdata.Batch) -> torch.Tensor:
-    kw: dict[str, Any] = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask, "labels": batch.labels}
-    if batch.token_type_ids is not None:
-        kw["token_type_ids"] = batch.token_type_ids
-    loss: torch.Tensor = model(**kw).loss
-    return loss
-
-
-def _train_step(
-    model: torch.nn.Module,
-    step_fn: Any,
-    batch: wdata.Batch,
-    opt: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler | None,
-    trainable: list[torch.nn.Parameter],
-    prec: Precision,
-    max_grad_norm: float,
-) -> torch.Tensor:
-    with torch.autocast(
-        batch.input_ids.device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
-    ):
-        loss: torch.Tensor = step_fn(model, batch)
-    sample_now()  # the forward's activations are all alive here
-    if scaler is not None:
-        scaler.scale(loss).backward()
-        scaler.unscale_(opt)  # clip the true gradients, not the scaled ones
-        torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm, foreach=True)
-        scaler.step(opt)
-        scaler.update()
-    else:
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm, foreach=True)
-        opt.step()
-    sample_now()  # gradients and the optimizer's moments (created at the first step)
-    opt.zero_grad(set_to_none=True)
-    return loss
-
-
-@torch.no_grad()
-def _evaluate(
-    model: torch.nn.Module, split: wdata.TokenizedSplit, order: list[np.ndarray], device: torch.device, prec: Precision
-) -> tuple[float, float | None]:
-    """Mean loss over the whole validation split (per token for an LM, per example for a
-    classifier), and accuracy for a classifier. One host sync at the end."""
-    model.eval()
-    total = torch.zeros((), device=device, dtype=torch.float64)
-    count = torch.zeros((), device=device, dtype=torch.float64)
-    correct = torch.zeros((), device=device, dtype=torch.float64)
-    is_cls = split.labels.dim() == 1
-    with leaf_samples(model):  # the evaluation's peak is inside a block (worker/memory.py)
-        for idx in order:
-            batch = wdata.make_batch(split, idx, device)
-            kw: dict[str, Any] = {
-                "input_ids": batch.input_ids,
-                "attention_mask": batch.attention_mask,
-                "labels": batch.labels,
-            }
-            if batch.token_type_ids is not None:
-                kw["token_type_ids"] = batch.token_type_ids
-            with torch.autocast(
-                device.type, dtype=prec.autocast_dtype or torch.float32, enabled=prec.autocast_dtype is not None
-            ):
-                out = model(**kw)
-            sample_now()  # a batch of logits, max(B, 64) rows: above training's peak at a small B
-            if is_cls:
-                n = torch.tensor(float(len(idx)), device=device, dtype=torch.float64)
-                correct += (out.logits.argmax(-1) == batch.labels).sum()
-            else:
-                n = (batch.labels[:, 1:] != wdata.IGNORE_INDEX).sum().to(torch.float64)
-            total += out.loss.double() * n
-            count += n
-    val = float(total / count.clamp(min=1))
-    acc = float(correct / count.clamp(min=1)) if is_cls else None
-    return val, acc
-
-
 def _throughput(result: TrialResult, tokens: int) -> None:
     if result.train_time_s > 0:
         result.samples_per_s = result.examples_seen / result.train_time_s
         result.tokens_per_s = tokens / result.train_time_s
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _versions() -> dict[str, str]:

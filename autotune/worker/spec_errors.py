@@ -8,7 +8,7 @@ of retrying each as a crash.
 
 from __future__ import annotations
 
-from autotune.worker.models import ModelError
+from autotune.errors import ModelError
 
 # torch's messages for the last two (aten/src/ATen/native: embedding index and nll_loss target).
 _SPEC_MESSAGES = ("index out of range in self", "out of bounds", "target_modules")

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from autotune.datasets import Examples, load_data
+from autotune.inputs.examples import Examples, load_data
 from autotune.trial import TrialConfig
 from autotune.worker import data as wdata
 from autotune.worker.models import (

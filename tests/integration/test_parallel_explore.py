@@ -17,9 +17,9 @@ from typing import Any
 import optuna
 import pytest
 
-from autotune.driver import run_study
 from autotune.spec import parse_spec
 from autotune.storage import Store
+from autotune.study.driver import run_study
 from autotune.trial import ReportFn, TrialConfig, TrialResult
 from tests.conftest import REPO
 from tests.unit.seqs import SAMPLERS, fake_trial, single_worker_sequence, spec_for

@@ -14,8 +14,8 @@ import pytest
 
 from autotune.report.figures import FIG_H_PX, FIG_W_PX
 from autotune.storage import Store
+from autotune.testing.synthetic_study import fill_study
 from autotune.trial import EvalPoint, TrialResult, TrialState
-from bench.report_scale import fill_study
 from tests.conftest import REPO, tiny_spec
 
 CliFn = Callable[..., tuple[int, str, str]]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from autotune.report.figures import FIG_W_PX
-from bench.report_scale import fill_study
+from autotune.testing.synthetic_study import fill_study
 
 CliFn = Callable[..., tuple[int, str, str]]
 CHROMIUM = os.environ.get("AUTOTUNE_TEST_CHROMIUM", "/usr/bin/chromium")

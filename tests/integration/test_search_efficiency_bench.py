@@ -36,14 +36,21 @@ def test_race_runs_on_the_smoke_study(tmp_path: Path, capsys: pytest.CaptureFixt
     assert any(line.startswith("storage check:") for line in out)
     m = LAST.match(out[-1])
     assert m, out[-1]
-    share = float(m.group(1))
-    assert 0 < share <= 1.0
     assert m.group(6) == "1"
     rows = se._read(tmp_path / "race_smoke_tpe_asha.csv")
     trials = [r for r in rows if r["trial"] != "end"]
     assert 1 <= len(trials) <= 4
     # compute is cumulative and counts every trial's examples, pruned ones' partial work included
     assert int(trials[-1]["compute"]) == sum(int(r["examples_seen"]) for r in trials)
+    # the share printed is the race file's own: the compute at the first trial whose best is within
+    # 1% of the grid's best (within the grid's compute), over the grid's compute; 1.0 if none is
+    grid = se.read_grid(grid_csv, 0)
+    grid_best, grid_compute = min(float(r["score"]) for r in grid), sum(int(r["examples_seen"]) for r in grid)
+    hits = [int(r["compute"]) for r in trials if r["best"] and float(r["best"]) <= grid_best * 1.01]
+    reached = bool(hits) and hits[0] <= grid_compute
+    expected = hits[0] / grid_compute if reached else 1.0
+    assert float(m.group(1)) == pytest.approx(expected, abs=5e-4), (m.group(1), trials)
+    assert m.group(5) == ("1" if reached else "0")
     # a second race warm-started from the first one's trials (what `run --warm-start` does): the
     # priors are in the Optuna study, not counted as this race's trials or compute
     se.main([*race, "--out-dir", str(tmp_path), "--tag", "_warm", "--cache-dir", str(tmp_path / "cache"),

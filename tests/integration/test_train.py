@@ -26,7 +26,7 @@ CliFn = Callable[..., tuple[int, str, str]]
 
 def _prompt_completion_data(path: Path) -> str:
     """A prompt/completion file made from the smoke sentences: the loss is on the completion only."""
-    from autotune.datasets import load_examples
+    from autotune.inputs.examples import load_examples
 
     ex = load_examples(
         task="causal-lm",
@@ -75,7 +75,7 @@ def cls_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 _RELOAD = """
 import json, sys
-from autotune.train import load_trained
+from autotune.handoff.train import load_trained
 from autotune.worker.fit import evaluate_trained
 model, tok, info = load_trained(sys.argv[1])
 print(json.dumps(evaluate_trained(sys.argv[1])))
@@ -269,7 +269,7 @@ import json, sys
 import torch
 from peft import PeftModel
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
-from autotune.datasets import load_examples
+from autotune.inputs.examples import load_examples
 out, model_dir = sys.argv[1], sys.argv[2]
 info = json.load(open(f"{out}/autotune_train.json"))
 c = info["config"]["data"]

@@ -11,9 +11,10 @@ from typing import Any
 
 import optuna
 
+from autotune.errors import StorageError
 from autotune.spec import parse_spec
-from autotune.storage import StorageError, Store
-from autotune.study_setup import prepare_study
+from autotune.storage import Store
+from autotune.study.setup import prepare_study
 from tests.conftest import REPO, optuna_url, tiny_spec
 
 
@@ -30,7 +31,7 @@ def fast_spec(name: str, **over: Any) -> dict[str, Any]:
 
 
 def create_study(url: str, spec: dict[str, Any], total: int) -> None:
-    prepare_study(parse_spec(spec), url, spec["name"], total)
+    prepare_study(url, spec["name"], total, spec=parse_spec(spec))
 
 
 def env(url: str, **extra: str) -> dict[str, str]:

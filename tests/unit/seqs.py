@@ -39,9 +39,9 @@ def spec_for(sampler: str, n: int, **over: Any) -> dict[str, Any]:
 
 
 def single_worker_sequence(sampler: str, n: int, tmp: Path) -> list[dict[str, Any]]:
-    from autotune.driver import run_study
     from autotune.spec import parse_spec
     from autotune.storage import Store
+    from autotune.study.driver import run_study
 
     url = f"sqlite:///{tmp / f'{sampler}.db'}"
     run_study(parse_spec(spec_for(sampler, n)), url, show_progress=False, trial_fn=fake_trial)

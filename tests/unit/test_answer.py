@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from autotune.answer import lora_kwargs, peft_snippet, pinned_spec_yaml
-from autotune.search_space import distributions
+from autotune.handoff.snippets import lora_kwargs, peft_snippet, pinned_spec_yaml
+from autotune.search.space import distributions
 from autotune.spec import parse_spec, parse_spec_yaml
 from autotune.trial import trial_config
 from tests.conftest import tiny_spec

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from autotune.datasets import DataError, load_examples
+from autotune.errors import DataError
+from autotune.inputs.examples import load_examples
 
 
 def _load(source: Path | str, task: str = "causal-lm", **kw: Any) -> Any:

@@ -10,9 +10,9 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from autotune.edge_probe import downhill_first, neighbour_params, probe_params
-from autotune.samplers import make_sampler
-from autotune.search_space import distributions
+from autotune.search.samplers import make_sampler
+from autotune.search.space import distributions
+from autotune.search.sweep import downhill_first, neighbour_params, probe_params
 from autotune.spec import StudySpec, parse_spec
 from tests.conftest import tiny_spec
 
@@ -149,7 +149,7 @@ def test_the_default_search_lands_on_a_corner_optimum_in_a_12_trial_study(flip: 
 def test_a_warm_start_prior_as_the_best_is_measured_here_first() -> None:
     """Another study's best (a warm-start prior) is run as this study's own trial before the sweep
     steps around it: `best` shows only the study's own trials, and a sweep never runs the best."""
-    from autotune.warm_start import FROM_ATTR
+    from autotune.search.priors import FROM_ATTR
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     spec = _spec()

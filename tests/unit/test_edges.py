@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.edges import find_edges, widen
+from autotune.search.bounds import find_edges, widen
 from autotune.spec import StudySpec, parse_spec
 from autotune.storage import Store
 from autotune.trial import TrialResult, TrialState

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from autotune.limits import RunLimits
-from autotune.parallel import _argv, _env, _Worker, plan_devices
-from autotune.spec import SpecError
+from autotune.errors import SpecError
+from autotune.study.limits import RunLimits
+from autotune.study.parallel import _argv, _env, _Worker, plan_devices
 
 
 def test_gpu_ids_pin_one_worker_per_gpu() -> None:

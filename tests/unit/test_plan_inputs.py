@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cli.outcome import parse_duration_s, parse_memory_mb
-from autotune.datasets import load_examples
-from autotune.fingerprint import check_fingerprint, data_fingerprint
-from autotune.guard import RunGuard
-from autotune.session import RunSummary, summary_line
-from autotune.spec import SpecError, load_spec
+from autotune.cli.limits import parse_duration_s, parse_memory_mb
+from autotune.errors import SpecError
+from autotune.inputs.examples import load_examples
+from autotune.inputs.fingerprint import check_fingerprint, data_fingerprint
+from autotune.spec import load_spec
+from autotune.study.guard import RunGuard
+from autotune.study.summary import RunSummary, summary_line
 from autotune.trial import TrialResult, TrialState
 from tests.conftest import tiny_spec
 
@@ -104,11 +105,11 @@ def test_limits_parse() -> None:
 def test_run_limits_reach_parallel_workers_unchanged() -> None:
     """``resume --workers N --time-budget`` passes the limits on as ``autotune worker`` flags; they
     parse back to the same values and override the stored spec's budget."""
+    from autotune.cli.limits import run_limits
     from autotune.cli.main import build_parser
-    from autotune.cli.outcome import run_limits
-    from autotune.limits import RunLimits
-    from autotune.parallel import _argv
     from autotune.spec import parse_spec
+    from autotune.study.limits import RunLimits
+    from autotune.study.parallel import _argv
     from tests.conftest import tiny_spec
 
     limits = RunLimits(study_time_s=1800.0, memory_limit_mb=20 * 1024.0)

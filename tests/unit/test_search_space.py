@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from autotune.search_space import distributions, grid, grid_size
+from autotune.search.space import distributions, grid, grid_size
 from autotune.spec import parse_spec
 from tests.conftest import tiny_spec
 

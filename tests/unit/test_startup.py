@@ -9,10 +9,10 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from autotune.samplers import make_sampler
-from autotune.search_space import distributions
+from autotune.search.samplers import make_sampler
+from autotune.search.space import distributions
+from autotune.search.space_filling import startup_trials, unit_to_value
 from autotune.spec import StudySpec, parse_spec
-from autotune.startup import startup_trials, unit_to_value
 from tests.conftest import tiny_spec
 
 LR = (3e-4, 3e-3)

@@ -7,7 +7,7 @@ import gc
 import textwrap
 from pathlib import Path
 
-from autotune import stdlib_data
+from autotune.inputs import stdlib_docstrings as stdlib_data
 
 SOURCE = textwrap.dedent(
     '''

@@ -6,10 +6,11 @@ from typing import Any
 
 import optuna
 
+from autotune.search.priors import FROM_ATTR
 from autotune.spec import parse_spec
 from autotune.storage import Store
+from autotune.study.warm_start import warm_start
 from autotune.trial import TrialResult, TrialState
-from autotune.warm_start import FROM_ATTR, warm_start
 from tests.conftest import tiny_spec
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import html
 from typing import Any
 
 import pytest
 
-from autotune import answer
+from autotune.handoff.snippets import peft_snippet
 from autotune.report.data import ReportData, pareto_front
-from autotune.report.snippet import peft_snippet
 from autotune.spec import parse_spec
 from autotune.storage import StudyRow
 
@@ -37,14 +37,22 @@ def test_peft_snippet_is_the_best_commands_with_resolved_modules(task: str) -> N
         "params": {"rank": 16, "batch_size": 32, "learning_rate": 3e-4, "lora_alpha_ratio": 4.0, "lora_dropout": 0.1},
         "target_modules": ["q_proj", "v_proj"],
     }
-    text = peft_snippet(best, spec)
-    assert text == answer.peft_snippet(spec.name, best, spec)
+    text = peft_snippet(spec.name, best, spec)
     assert "    r=16," in text
     assert "    lora_alpha=64," in text
     assert "    lora_dropout=0.1," in text
     assert "target_modules=['q_proj', 'v_proj']," in text
     assert ("CAUSAL_LM" if task == "causal-lm" else "SEQ_CLS") in text
     compile(text, "snippet", "exec")  # it is Python a user can paste
+    from autotune.report.html import render
+
+    now = dt.datetime.now(dt.UTC)
+    study = StudyRow("s", "name: s\n", None, "0", now, now)
+    row = {"trial_number": 7, "state": "complete", "score": 1.25, "wall_time_s": 1.0, **best["params"], **best}
+    cols = ("val_loss", "train_loss", "accuracy", "peak_memory_mb", "error")
+    page = render(ReportData(study, spec, None, [{**dict.fromkeys(cols), **row}], {}, best=best), [])
+    shown = page.split('<pre id="peft-snippet">')[1].split("</pre>")[0]
+    assert html.unescape(shown) == text  # the page shows exactly what `best --format peft` prints
 
 
 def test_state_counts_and_compute_time() -> None:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.storage import StorageError, Store
+from autotune.errors import StorageError
+from autotune.storage import Store
 from autotune.trial import EvalPoint, TrialResult, TrialState
 
 

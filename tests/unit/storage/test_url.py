@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.storage.url import DEFAULT_URL, ENV_VAR, StorageError, parse_url, redact, resolve_url
+from autotune.errors import StorageError
+from autotune.storage.url import DEFAULT_URL, ENV_VAR, parse_url, redact, resolve_url
 
 
 def test_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from autotune.datasets import Examples
+from autotune.inputs.examples import Examples
 from autotune.worker import data as wdata
 from autotune.worker.models import tiny_tokenizer
 

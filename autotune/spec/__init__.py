@@ -1,0 +1,50 @@
+"""The study spec: the contract a user writes (schema.py), how a file becomes one (load.py), and
+the models that ship inside PyPI packages (packaged.py).
+
+This face re-exports the names the rest of autotune uses, so ``from autotune.spec import
+StudySpec`` stays the one way in. Modules inside ``spec/`` import each other by their full path.
+"""
+
+from autotune.errors import SpecError
+from autotune.spec.load import load_spec
+from autotune.spec.schema import (
+    SEARCH_PARAMS,
+    TARGET_PRESETS,
+    BudgetSpec,
+    DataSpec,
+    LoraSpec,
+    ModelSpec,
+    ObjectiveSpec,
+    ParamRange,
+    PrunerSpec,
+    SamplerSpec,
+    SearchParam,
+    SearchSpec,
+    StudySpec,
+    TinyModel,
+    parse_spec,
+    parse_spec_yaml,
+    searched_params,
+)
+
+__all__ = [
+    "SEARCH_PARAMS",
+    "TARGET_PRESETS",
+    "BudgetSpec",
+    "DataSpec",
+    "LoraSpec",
+    "ModelSpec",
+    "ObjectiveSpec",
+    "ParamRange",
+    "PrunerSpec",
+    "SamplerSpec",
+    "SearchParam",
+    "SearchSpec",
+    "SpecError",
+    "StudySpec",
+    "TinyModel",
+    "load_spec",
+    "parse_spec",
+    "parse_spec_yaml",
+    "searched_params",
+]

@@ -1,0 +1,328 @@
+"""Study spec: the YAML a user writes, validated once at the boundary.
+
+Every model is ``extra="forbid"`` so a typo names its field. ``parse_spec`` and ``parse_spec_yaml``
+(and ``spec/load.load_spec`` on top of them) turn any problem (missing file, bad YAML, bad field)
+into one ``SpecError`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from autotune.errors import SpecError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TinyModel(_Strict):
+    """A model built from a config in code (no download): for tests and CPU benchmarks."""
+
+    hidden_size: int = Field(64, ge=8)
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(4, ge=1)
+    intermediate_size: int = Field(128, ge=8)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> TinyModel:
+        if self.hidden_size % self.num_heads:
+            raise ValueError("hidden_size must be a multiple of num_heads")
+        return self
+
+
+class ModelSpec(_Strict):
+    name: str = Field(min_length=1, description="HF model id, local directory, or 'tiny'")
+    tiny: TinyModel = TinyModel()
+    revision: str | None = None
+
+
+class DataSpec(_Strict):
+    source: str = Field(min_length=1, description="builtin:NAME, a file, a directory, or a HF dataset name")
+    format: Literal["auto", "jsonl", "csv", "text", "hf"] = "auto"
+    text_field: str = "text"
+    text_pair_field: str | None = None
+    prompt_field: str | None = None
+    completion_field: str | None = None
+    label_field: str = "label"
+    validation: str | None = Field(None, description="a file or a split name; else a seeded fraction")
+    validation_fraction: float = Field(0.1, gt=0.0, lt=1.0)
+    max_length: int = Field(128, ge=8)
+    max_examples: int | None = Field(None, ge=1)
+    delimiter: str | None = Field(None, min_length=1, max_length=1, description="CSV delimiter; sniffed when unset")
+
+    @model_validator(mode="after")
+    def _prompt_pair(self) -> DataSpec:
+        if (self.prompt_field is None) != (self.completion_field is None):
+            raise ValueError("prompt_field and completion_field go together")
+        return self
+
+
+TARGET_PRESETS = ("auto", "attention", "all-linear")
+
+
+class LoraSpec(_Strict):
+    target_modules: str | list[str] = Field("auto", description="a preset ('auto', 'attention', 'all-linear') or names")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _preset(cls, v: str | list[str]) -> str | list[str]:
+        if isinstance(v, str) and v not in TARGET_PRESETS:
+            raise ValueError(f"unknown preset '{v}' (use {', '.join(TARGET_PRESETS)}, or a list of module names)")
+        if isinstance(v, list) and not v:
+            raise ValueError("the list of module names is empty")
+        return v
+
+    alpha_ratio: float = Field(2.0, gt=0.0, description="lora_alpha = alpha_ratio * rank (default 2 x rank)")
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    # rsLoRA (Kalajdzievski 2023, arXiv 2312.03732): scaling alpha/r shrinks the update of a
+    # high rank until it learns no more than a low one; alpha/sqrt(r) keeps higher ranks useful.
+    # Off by default: the issue-10 race has not confirmed it on our tasks (docs/search.md).
+    rslora: bool = Field(False, description="scale adapters by alpha/sqrt(rank) (rsLoRA) instead of alpha/rank")
+
+
+class ParamRange(_Strict):
+    """Either ``choices`` or ``low``/``high`` (with ``log`` for a log scale)."""
+
+    choices: list[float] | None = None
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ParamRange:
+        if self.choices is not None:
+            if self.low is not None or self.high is not None:
+                raise ValueError("give either choices or low/high, not both")
+            if not self.choices:
+                raise ValueError("choices must not be empty")
+            if len(set(self.choices)) != len(self.choices):
+                raise ValueError("choices must be distinct")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError("give choices, or both low and high")
+        if self.low >= self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError("a log range needs low > 0")
+        if self.log and self.step is not None:
+            raise ValueError("step and log cannot be used together")
+        return self
+
+
+def _default_rank() -> ParamRange:
+    return ParamRange(choices=[4, 8, 16, 32])
+
+
+def _default_batch() -> ParamRange:
+    return ParamRange(choices=[16, 32, 64])
+
+
+def _default_lr() -> ParamRange:
+    # LoRA's best learning rate is about 10x full fine-tuning's (1e-5..1e-4 for most models) and
+    # nearly independent of the rank (Schulman et al., "LoRA Without Regret", Thinking Machines
+    # Lab, 2025): one decade around 3e-4 covers it. A new head trained from scratch wants more.
+    return ParamRange(low=1e-4, high=1e-3, log=True)
+
+
+class SearchSpec(_Strict):
+    """The searchable parameters. Every field must have a row in ``SEARCH_PARAMS`` below (checked at
+    import): docs/architecture.md, "How to add a search parameter"."""
+
+    rank: ParamRange = Field(default_factory=_default_rank)
+    batch_size: ParamRange = Field(default_factory=_default_batch)
+    learning_rate: ParamRange = Field(default_factory=_default_lr)
+    lora_alpha_ratio: ParamRange | None = None
+    lora_dropout: ParamRange | None = None
+    expand_bounds: bool = Field(
+        False, description="when the best sits at a bound, run a follow-up study with that bound widened"
+    )
+
+    @model_validator(mode="after")
+    def _values(self) -> SearchSpec:
+        for name, rule in SEARCH_PARAMS.items():
+            for v in _bounds(getattr(self, name)):
+                if (rule.integer and not float(v).is_integer()) or not rule.ok(v):
+                    raise ValueError(f"{name} values must be {rule.allowed}, got {v}")
+        return self
+
+
+@dataclass(frozen=True)
+class SearchParam:
+    """How one searchable parameter is typed and bounded."""
+
+    integer: bool  # sampled as int (IntDistribution, int choices)
+    ok: Callable[[float], bool]
+    allowed: str  # the rule in words, for the error message
+
+
+# The one registry of searchable parameters, in the order they are sampled and shown. Everything
+# else (Optuna distributions, the trials table, `best`, the CSV) derives from it.
+SEARCH_PARAMS: dict[str, SearchParam] = {
+    "rank": SearchParam(True, lambda v: v >= 1, "whole numbers >= 1"),
+    "batch_size": SearchParam(True, lambda v: v >= 1, "whole numbers >= 1"),
+    "learning_rate": SearchParam(False, lambda v: 0 < v < 1, "in (0, 1)"),
+    "lora_alpha_ratio": SearchParam(False, lambda v: v > 0, "> 0"),
+    "lora_dropout": SearchParam(False, lambda v: 0 <= v < 1, "in [0, 1)"),
+}
+
+
+def _range_fields() -> list[str]:
+    """SearchSpec's searchable fields: those that hold a ParamRange (options like expand_bounds do not)."""
+    out = []
+    for name, info in SearchSpec.model_fields.items():
+        if info.annotation is ParamRange or ParamRange in get_args(info.annotation):
+            out.append(name)
+    return out
+
+
+if list(SEARCH_PARAMS) != _range_fields():
+    raise RuntimeError("SEARCH_PARAMS must list every ParamRange field of SearchSpec, in order")
+
+
+def _bounds(rng: ParamRange | None) -> list[float]:
+    """The choices of a parameter, or the two ends of its range."""
+    if rng is None:
+        return []
+    if rng.choices is not None:
+        return list(rng.choices)
+    return [v for v in (rng.low, rng.high) if v is not None]
+
+
+class BudgetSpec(_Strict):
+    train_examples: int = Field(1024, ge=1, description="training examples each trial sees, whatever its batch")
+    evals: int = Field(4, ge=1, le=100, description="evaluations at evenly spaced fractions of the budget")
+    max_eval_examples: int | None = Field(None, ge=1)
+    timeout_s: float | None = Field(None, gt=0)
+    memory_limit_mb: float | None = Field(None, gt=0, description="configs predicted above this are not run")
+    study_time_s: float | None = Field(None, gt=0, description="no trial starts whose predicted time would overrun")
+
+
+class ObjectiveSpec(_Strict):
+    val_weight: float = Field(1.0, ge=0.0)
+    train_weight: float = Field(0.1, ge=0.0)
+    train_tail_fraction: float = Field(
+        0.2, gt=0.0, le=1.0, description="train_loss = mean over this last share of steps"
+    )
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> ObjectiveSpec:
+        if self.val_weight == 0 and self.train_weight == 0:
+            raise ValueError("val_weight and train_weight cannot both be 0")
+        return self
+
+
+class SamplerSpec(_Strict):
+    name: Literal["tpe", "random", "grid", "gp", "qmc", "cmaes"] = "tpe"
+    n_startup_trials: int | None = Field(None, ge=0)
+
+
+class PrunerSpec(_Strict):
+    name: Literal["asha", "median", "hyperband", "none"] = "asha"
+    min_resource: int = Field(1, ge=1)
+    reduction_factor: int = Field(3, ge=2)
+    n_warmup_steps: int = Field(1, ge=0)
+
+
+class StudySpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+    task: Literal["causal-lm", "seq-cls"] = "causal-lm"
+    model: ModelSpec
+    data: DataSpec
+    lora: LoraSpec = LoraSpec()
+    search: SearchSpec = SearchSpec()
+    budget: BudgetSpec = BudgetSpec()
+    objective: ObjectiveSpec = ObjectiveSpec()
+    sampler: SamplerSpec = SamplerSpec()
+    pruner: PrunerSpec = PrunerSpec()
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    seed: int = 0
+    n_trials: int = Field(8, ge=1)
+    compile: bool = Field(False, description="torch.compile the forward pass (off by default: compile time)")
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+
+    @field_validator("sampler", mode="before")
+    @classmethod
+    def _sampler_str(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+    @field_validator("pruner", mode="before")
+    @classmethod
+    def _pruner_str(cls, v: Any) -> Any:
+        return {"name": v} if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> StudySpec:
+        if self.sampler.name == "grid":
+            for pname, rng in _searched(self.search):
+                if rng.choices is None:
+                    raise ValueError(f"search.{pname}: the grid sampler needs choices, not a range")
+        if self.data.prompt_field is not None and self.task != "causal-lm":
+            raise ValueError("data.prompt_field/completion_field apply to task causal-lm only")
+        if self.data.text_pair_field is not None and self.task != "seq-cls":
+            raise ValueError("data.text_pair_field applies to task seq-cls only")
+        return self
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+def _searched(search: SearchSpec) -> list[tuple[str, ParamRange]]:
+    return [(name, rng) for name in SEARCH_PARAMS if (rng := getattr(search, name)) is not None]
+
+
+def searched_params(spec: StudySpec) -> list[tuple[str, ParamRange]]:
+    """The searched parameters in a fixed order: rank, batch_size, learning_rate, then extras."""
+    return _searched(spec.search)
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict"}
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    # pydantic adds the union member it tried ("str", "list[str]", "function-after[...]") to the
+    # location; a user wants the field's own path.
+    parts = [str(p) for p in loc if str(p) not in _TYPE_TAGS and "[" not in str(p)]
+    return ".".join(parts) or "spec"
+
+
+def _format_error(err: ValidationError) -> str:
+    errors = err.errors()
+    first = errors[0]
+    loc = _field_path(first["loc"])
+    others = {_field_path(e["loc"]) for e in errors[1:]} - {loc}
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    msg = msg.removeprefix("Value error, ")
+    more = len(others)
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{loc}: {msg}{tail}"
+
+
+def parse_spec(data: Any, origin: str = "spec") -> StudySpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{origin}: the spec must be a YAML mapping, got {type(data).__name__}")
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(f"{origin}: {_format_error(err)}") from None
+
+
+def parse_spec_yaml(text: str, origin: str = "spec") -> StudySpec:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{origin}:{where} is not valid YAML") from None
+    return parse_spec(data, origin)

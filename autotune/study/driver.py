@@ -1,0 +1,302 @@
+"""The study driver: Optuna asks, the worker trains, we score, tell and record.
+
+Read ``run_study`` -> ``_run`` -> ``_Loop.objective`` -> ``_conclude``. Recovery (retries,
+reaping dead workers) lives in ``autotune.study.recovery``; what parallel runs share with this one
+(Ctrl-C, the summary) in ``autotune.study.summary``. The worker (torch, transformers, peft) is
+imported only when a study starts running, so importing this module stays light. Failures are
+data: every trial ends as a stored state, and the study goes on. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from autotune import optuna_private
+from autotune.interrupt import TwoStageStop
+from autotune.search.samplers import SamplerFactory
+from autotune.search.space import suggest
+from autotune.spec import StudySpec
+from autotune.storage import Store, claims
+from autotune.study import recovery, setup
+from autotune.study.gate import Gate, make_gate
+from autotune.study.guard import RunGuard, final_stop
+from autotune.study.limits import RunLimits
+from autotune.study.progress import Progress
+from autotune.study.summary import RunSummary
+from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
+
+WAIT_POLL_S = 0.25  # a worker with nothing to ask for polls for re-queued work this often
+# A sampler that keeps proposing configurations already run (a small space nearly covered) is
+# stopped after this many duplicates in a row rather than asked forever.
+MAX_DUPLICATES_IN_A_ROW = 50
+_INFEASIBLE = (TrialState.OOM, TrialState.DIVERGED, TrialState.TIMEOUT)
+
+
+class _TrialFailed(Exception):
+    """Ends an objective call as an Optuna FAIL (caught by optimize)."""
+
+
+def run_study(
+    spec: StudySpec,
+    raw_url: str,
+    *,
+    study_name: str | None = None,
+    n_trials: int | None = None,
+    show_progress: bool = True,
+    cache_dir: str | None = None,
+    trial_fn: TrialFn | None = None,
+    limits: RunLimits | None = None,
+    sampler: SamplerFactory | None = None,
+) -> RunSummary:
+    """Create (or continue) the study named by ``spec`` (or ``study_name``) in the database at
+    ``raw_url`` and run trials in this process until it holds ``n_trials`` (default: the spec's)
+    finished trials in total. Returns the run's summary; a Ctrl-C ends it early with
+    ``interrupted`` set. Raises SpecError/DataError (bad inputs, or a spec that differs from the
+    stored one) and StorageError before any trial starts.
+
+    ``trial_fn`` replaces the worker (benchmarks of the driver alone); by default it is
+    ``autotune.worker.run_trial.run_trial``, imported when the first trial starts. ``sampler``
+    replaces the spec's sampler in this run (a benchmark racing a variant of the default)."""
+    name = study_name or spec.name
+    return _set_up_and_run(raw_url, name, spec, limits, n_trials, show_progress, cache_dir, trial_fn, sampler)
+
+
+def resume_study(
+    raw_url: str,
+    study_name: str,
+    *,
+    n_trials: int | None = None,
+    show_progress: bool = True,
+    cache_dir: str | None = None,
+    trial_fn: TrialFn | None = None,
+    limits: RunLimits | None = None,
+) -> RunSummary:
+    """Continue a stored study without its spec file: the spec comes from the database, with
+    this run's ``limits`` over its budget. Takes and returns what ``run_study`` does; raises
+    StorageError (one line) when the database or the study does not exist, and creates nothing
+    then."""
+    return _set_up_and_run(raw_url, study_name, None, limits, n_trials, show_progress, cache_dir, trial_fn)
+
+
+def _set_up_and_run(
+    raw_url: str,
+    name: str,
+    spec: StudySpec | None,
+    limits: RunLimits | None,
+    n_trials: int | None,
+    show_progress: bool,
+    cache_dir: str | None,
+    trial_fn: TrialFn | None,
+    sampler: SamplerFactory | None = None,
+) -> RunSummary:
+    store, spec = setup.begin(raw_url, name, spec, limits)
+    try:
+        return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn, sampler)
+    finally:
+        store.close()
+
+
+def default_trial_fn() -> TrialFn:
+    """The real worker, ``autotune.worker.run_trial.run_trial``, imported now (torch, transformers,
+    peft): what a study runs unless a ``trial_fn`` stands in for it."""
+    from autotune.worker.run_trial import run_trial  # lazy: torch loads only to train
+
+    # torch, transformers and peft leave ~460k objects tracked by the cyclic collector, and each
+    # full collection walks them all: 0.25 s here, a few times per study, in set-up and in the
+    # step loop alike. They live as long as the process, so they leave the collector's sight.
+    gc.freeze()
+    return run_trial
+
+
+@dataclass
+class _Loop:
+    """One worker's run: what every trial of it needs."""
+
+    spec: StudySpec
+    store: Store
+    name: str
+    study: optuna.Study
+    progress: Progress
+    trial_fn: TrialFn
+    stop: TwoStageStop
+    cache_dir: str | None
+    seed: int
+    total: int
+    guard: RunGuard
+    gate: Gate | None
+    duplicates_in_a_row: int = 0
+    _lock: contextlib.ExitStack | None = None
+
+    def reserve(self) -> bool | None:
+        """Take the study lock if a trial slot is free: True (ask now; ``objective`` releases the
+        lock once its row is in). False: the study is done. None: others hold the rest; wait."""
+        lock = contextlib.ExitStack()
+        lock.enter_context(claims.study_lock(self.store, self.name))
+        finished, running = claims.slots_taken(self.store, self.name)
+        if finished + running < self.total:
+            self._lock = lock
+            return True
+        lock.close()
+        if finished >= self.total:
+            return False
+        recovery.reap_dead_local_workers(self.study, self.store, self.name)  # a dead one's trial comes back
+        return None
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def objective(self, trial: optuna.Trial) -> float:
+        params = suggest(trial, self.spec)
+        retry_of = trial.user_attrs.get(recovery.RETRY_ATTR)
+        twin = claims.claim_trial(
+            self.store, self.name, trial.number, params, recovery.worker_id(), retry_of=retry_of, sampler_seed=self.seed
+        )
+        self.release()
+        if twin is not None:
+            self.duplicates_in_a_row += 1
+            return _duplicate(self, trial, twin)
+        self.duplicates_in_a_row = 0
+        self.progress.trial_started(trial.number, params)
+
+        def report(step: int, value: float) -> bool:
+            try:
+                trial.report(value, step)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                return True  # failed by heartbeat while this worker was paused: stop now
+            self.progress.evaluated(step, value)
+            return trial.should_prune()
+
+        # A config predicted not to fit (or to overrun the time budget) is stored without training.
+        skip = self.gate.before(trial.number, params) if self.gate is not None else None
+        if skip is not None:
+            result = skip
+        else:
+            result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
+        self.guard.observe(result)
+        return _conclude(self, trial, params, result)
+
+
+def _run(
+    spec: StudySpec,
+    store: Store,
+    name: str,
+    total: int,
+    show_progress: bool,
+    cache_dir: str | None,
+    trial_fn: TrialFn | None,
+    sampler: SamplerFactory | None,
+) -> RunSummary:
+    setup.quiet()
+    total = setup.total_for(spec, total)
+    me = recovery.worker_id()
+    _slot, seed = claims.claim_worker_slot(store, name, me, lambda k: claims.seed_for_slot(spec.seed, k))
+    study = setup.open_study(spec, store, name, seed, sampler)
+    recovery.reap_dead_local_workers(study, store, name)
+    best = lambda: store.best(name)  # noqa: E731
+    progress = Progress(total, store.count_finished(name), enabled=show_progress, n_evals=spec.budget.evals, best=best)
+    # Import the worker (torch, transformers, peft: seconds) before the first trial is asked for:
+    # the imports are process start-up, not part of a trial's time, and a Ctrl-C during them
+    # leaves no trial behind.
+    run = trial_fn or default_trial_fn()
+    guard = RunGuard()
+    # Predictions need a calibration probe on the real worker; a stand-in trial_fn (benchmarks of
+    # the driver alone, tests) runs without them.
+    gate = make_gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
+    loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate)
+    ran = 0
+    with loop.stop.installed():
+        while (
+            not loop.stop.event.is_set() and guard.stop is None and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW
+        ):
+            work = loop.reserve()
+            if work is None:
+                time.sleep(WAIT_POLL_S)
+                continue
+            if not work:
+                break
+            try:
+                study.optimize(loop.objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+            except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
+                # This worker was paused past the grace period and its trial was failed and
+                # re-queued meanwhile: Optuna refuses the late tell.
+                if not optuna_private.is_late_tell(err):
+                    raise
+            finally:
+                loop.release()  # if the ask itself failed, the lock is still ours
+            ran += 1
+    progress.close()
+    final_stop(store, name, guard, loop.stop.event.is_set())
+    row = store.best(name)
+    return RunSummary(
+        name,
+        store.count_finished(name),
+        total,
+        ran,
+        loop.stop.event.is_set(),
+        row["score"] if row else None,
+        stop_reason=guard.stop.reason if guard.stop else None,
+        stop_code=guard.stop.exit_code if guard.stop else None,
+    )
+
+
+def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:
+    """A proposal identical to trial ``twin``: stored as its duplicate (not trained, not counted)
+    and told to Optuna as that trial's outcome, so the sampler learns the point is known."""
+    loop.progress.trial_finished(trial.number, TrialState.DUPLICATE, twin["score"])
+    state = TrialState(twin["state"])
+    if state == TrialState.COMPLETE and twin["score"] is not None:
+        return float(twin["score"])
+    if state == TrialState.PRUNED:
+        raise optuna.TrialPruned(f"duplicate of pruned trial {twin['trial_number']}")
+    why = f"duplicate of trial {twin['trial_number']} ({state.value})"
+    if state in _INFEASIBLE:
+        return _infeasible(loop, trial, why)
+    raise _TrialFailed(why)
+
+
+def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: TrialResult) -> float:
+    """Store the result and translate its state for Optuna."""
+    state, store, name, progress = result.state, loop.store, loop.name, loop.progress
+    if not store.trial_finished(name, trial.number, result):
+        # This worker was paused past the grace period: another worker failed the trial and
+        # queued its retry meanwhile. The stale result is dropped, never stored twice.
+        progress.trial_finished(trial.number, state, None)
+        raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
+    if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
+        if not result.spec_error:  # a property of the spec fails every retry the same way
+            recovery.requeue_after_finish(loop.study, store, name, trial, params, state)
+        progress.trial_finished(trial.number, state, None)
+        raise _TrialFailed(result.error or state.value)
+    progress.trial_finished(trial.number, state, result.score)
+    sampler = loop.spec.sampler.name
+    if state == TrialState.COMPLETE:
+        assert result.score is not None
+        if sampler == "gp":
+            # GP models the constraint itself and wants it on every trial; TPE reads a missing
+            # constraint as feasible, and the write costs a storage round trip per trial.
+            trial.set_constraint("failed", 0.0)
+        return result.score
+    if state == TrialState.PRUNED:
+        raise optuna.TrialPruned(result.error or "pruned")
+    return _infeasible(  # OOM, diverged, timeout
+        loop, trial, result.error or state.value
+    )
+
+
+def _infeasible(loop: _Loop, trial: optuna.Trial, why: str) -> float:
+    """OOM, diverged, timeout (or a duplicate of one): an infeasible point. Samplers that read
+    constraints (TPE, GP) learn to avoid it; CMA-ES cannot use an infinite value, so it sees a
+    plain failure instead."""
+    if loop.spec.sampler.name == "cmaes":
+        raise _TrialFailed(why)
+    trial.set_constraint("failed", 1.0)
+    return math.inf

@@ -1,0 +1,122 @@
+"""The gate: the driver asks it before each trial whether to spend the trial at all.
+
+- ``Gate``: predictions from the calibration probe. A config predicted above the memory limit is
+  not run (stored ``oom``, "predicted N MB > limit M MB", marked ``not_run`` so it does not count
+  toward n_trials); a trial whose predicted time would overrun the study's time budget is not
+  started and the run ends; every trial run gets its prediction stored beside its measurement.
+
+The probe and the memory limit it is checked against are in ``autotune.estimate.calibration``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from autotune.errors import EXIT_STOPPED
+from autotune.estimate.calibration import memory_limit_mb, study_calibration
+from autotune.spec import StudySpec
+from autotune.storage import Store
+from autotune.study.guard import RunGuard
+from autotune.trial import TrialResult, TrialState
+
+SKIP_LIMIT = 20  # consecutive configs not run by prediction before the run gives up
+
+
+class Gate:
+    def __init__(self, spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> None:
+        from autotune.estimate.model import Correction, CostModel
+        from autotune.estimate.probe import device_key
+
+        self.spec, self.store, self.name, self.guard = spec, store, name, guard
+        self.correction = Correction()
+        self.t_start = time.monotonic()
+        self.key = device_key(spec)
+        self.cal = study_calibration(spec, store, name, cache_dir)
+        self.model = CostModel(self.cal)
+        self.limit, self.limit_source = memory_limit_mb(spec, self.cal)
+        self.budget_s = spec.budget.study_time_s
+        self.skips = 0
+
+    def _predict(self, params: dict[str, Any]) -> Any:
+        try:
+            return self.model.predict(int(params["rank"]), int(params["batch_size"]))
+        except KeyError:
+            return None  # a batch size the probe did not lay out: no prediction
+
+    def before(self, number: int, params: dict[str, Any]) -> TrialResult | None:
+        """None: run the trial. A result: store it instead of running (nothing was trained)."""
+        from autotune.storage.plan import mark_not_run, save_prediction
+
+        raw = self._predict(params)
+        if raw is None:
+            return None
+        self.correction = self._study_correction()
+        pred = self.correction.apply(raw)
+        save_prediction(self.store, self.name, number, pred.peak_memory_mb, pred.trial_time_s)
+        if self.limit is not None and pred.peak_memory_mb > self.limit:
+            mark_not_run(self.store, self.name, number)
+            self.skips += 1
+            if self._nothing_fits() or self.skips >= SKIP_LIMIT:
+                self.guard.request(
+                    f"stopped: every config of the search space is predicted above the memory limit "
+                    f"({self.limit:.0f} MB, {self.limit_source})"
+                    if self._nothing_fits()
+                    else f"stopped: {self.skips} configs in a row predicted above the memory limit",
+                    EXIT_STOPPED,
+                )
+            error = f"predicted {pred.peak_memory_mb:.0f} MB > limit {self.limit:.0f} MB ({self.limit_source})"
+            return TrialResult(state=TrialState.OOM, error=error)
+        self.skips = 0
+        if self.budget_s is not None:
+            left = self.budget_s - (time.monotonic() - self.t_start)
+            if pred.trial_time_s > left:
+                self.guard.request(
+                    f"time budget: the next trial is predicted to take {pred.trial_time_s:.0f} s and "
+                    f"{max(0.0, left):.0f} s of {self.budget_s:.0f} s are left",
+                    0,
+                )
+                return TrialResult(state=TrialState.INTERRUPTED, error="not started: it would overrun the time budget")
+        return None
+
+    def _study_correction(self) -> Any:
+        """The correction (estimate.model.Correction) learned from every complete trial of the
+        study that ran on this kind of device, whichever worker or run trained it: a resumed study
+        or a newly joined worker predicts with what the study has already measured."""
+        from autotune.estimate.model import Correction
+        from autotune.estimate.probe import trial_device_key
+
+        c = Correction()
+        for r in self.store.trials(self.name):
+            if r["state"] != TrialState.COMPLETE.value or trial_device_key(r["device"], r["precision"]) != self.key:
+                continue
+            raw = self._predict(r["params"])
+            if raw is not None:  # a peak measured another way (RSS) teaches nothing about this one
+                same = r.get("memory_kind") == self.cal.memory_kind
+                c.observe(raw, r["peak_memory_mb"] if same else None, r["wall_time_s"])
+        return c
+
+    def _nothing_fits(self) -> bool:
+        from autotune.estimate.model import space_values
+
+        assert self.limit is not None
+        return all(
+            self.correction.apply(self.model.predict(r, b)).peak_memory_mb > self.limit
+            for r in space_values(self.spec, "rank")
+            for b in space_values(self.spec, "batch_size")
+        )
+
+
+def make_gate(spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> Gate | None:
+    """The Gate, or None when the calibration probe itself fails (an OOM at the largest config,
+    a model the probe cannot train): the study then runs without predictions, as before."""
+    import sys
+
+    try:
+        return Gate(spec, store, name, guard, cache_dir)
+    except Exception as err:  # the probe is an optimisation: its failure must not stop the study
+        first = (str(err).splitlines() or [""])[0][:160]
+        print(
+            f"autotune: calibration probe failed ({err.__class__.__name__}: {first}); no predictions", file=sys.stderr
+        )
+        return None
