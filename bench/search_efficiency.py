@@ -571,7 +571,7 @@ def replay_one(
         reached = state["best"] <= grid_best * (1 + WITHIN)
         if (reached and n >= n_fixed) or state["compute"] >= grid_compute:
             break
-    if keep is not None:  # as autotune.warm_start.priors builds them: params and score, no pruner state
+    if keep is not None:  # as autotune.study.warm_start.priors builds them: params and score, no pruner state
         from autotune.search.priors import prior_trial
 
         keep.extend(

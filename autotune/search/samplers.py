@@ -30,7 +30,7 @@ def _tpe(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     tpe = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=n_startup)
     # The start-up points: one Sobol table per study (the study's seed), shared by every worker;
     # after them, a best next to a bound is tried on the bound, then one step along each parameter
-    # from the best, downhill first (edge_probe.py: issue 10's race); TPE when all are tried.
+    # from the best, downhill first (search/sweep.py: issue 10's race); TPE when all are tried.
     return SpaceFillingStartup(tpe, distributions(spec), n_startup, spec.seed, edge_probe=True, neighbours=True)
 
 

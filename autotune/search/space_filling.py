@@ -65,7 +65,11 @@ class SpaceFillingStartup(BaseSampler):
     """Sobol points for the first ``n_startup`` finished trials, then ``after`` (TPE, whose own
     start-up count is the same, so it takes over exactly where this stops). With ``edge_probe``,
     a best next to a numeric bound is first tried on the bound, and with ``neighbours`` the best
-    is then swept one step per parameter (``edge_probe.next_probe``)."""
+    is then swept one step per parameter (``sweep.next_probe``).
+
+    The package's only caller (samplers._tpe) sets both switches; the other combinations exist so
+    the search-efficiency bench can race the default against its earlier forms (bench/
+    search_efficiency.py ``--tpe``), through ``run_study(sampler=...)``."""
 
     def __init__(
         self, after: BaseSampler, space: dict[str, BaseDistribution], n_startup: int, seed: int,

@@ -40,7 +40,7 @@ def _position(v: float, d: FloatDistribution | IntDistribution) -> float:
 
 # One step of the local sweep: a quarter of a numeric range (in its log scale where it has one),
 # the resolution the start-up leaves (4 Sobol points fall one per quarter of each range;
-# startup.py). Screened on the surrogate replay, 100 seeds (docs/search.md): steps of 0.125, 0.2,
+# space_filling.py). Screened on the surrogate replay, 100 seeds (docs/search.md): steps of 0.125, 0.2,
 # 0.25, 0.33 and 0.5 gave quickstart median shares 0.212, 0.201, 0.181, 0.181, 0.170; longer
 # steps win there only because that optimum sits on a bound, which the edge probe already covers.
 STEP = 0.25

@@ -12,7 +12,7 @@ from autotune.spec import StudySpec
 class RunLimits:
     """``--time-budget`` / ``--memory-limit`` of one run (``run``, ``resume``, ``worker``): they
     override the spec's ``budget.study_time_s`` / ``budget.memory_limit_mb`` for that run only
-    and are not part of the study's identity (study_setup.spec_core)."""
+    and are not part of the study's identity (study/setup.spec_core)."""
 
     study_time_s: float | None = None
     memory_limit_mb: float | None = None

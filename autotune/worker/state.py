@@ -136,7 +136,7 @@ def remove_adapters(model: torch.nn.Module) -> None:
 
 def save_lora_config(kwargs: dict[str, Any], out: str) -> None:
     """peft's own ``adapter_config.json`` for these ``LoraConfig`` keyword arguments
-    (``answer.lora_kwargs``): the worker side of ``export --peft-config``, so the CLI never
+    (``handoff.snippets.lora_kwargs``): the worker side of ``export --peft-config``, so the CLI never
     imports peft itself."""
     from peft import LoraConfig
 
