@@ -78,12 +78,19 @@ class TrialConfig:
     objective: ObjectiveSpec
     # optimisation
     precision: str
-    seed: int
+    seed: int  # training: adapter and head init, data order, dropout
     max_grad_norm: float
     weight_decay: float
     cache_dir: str | None = None
     compile: bool = False
     use_rslora: bool = False  # peft's LoraConfig(use_rslora=...): alpha/sqrt(rank) scaling
+    # The validation split's seed (and a tiny model's base weights: the task's, not the trial's);
+    # None: ``seed``. A replicate changes ``seed`` alone, so it is scored on the same split.
+    split_seed: int | None = None
+
+    @property
+    def data_seed(self) -> int:
+        return self.seed if self.split_seed is None else self.split_seed
 
 
 def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, float]:
@@ -93,8 +100,11 @@ def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, fl
     return rank, alpha_ratio * rank, float(params.get("lora_dropout", spec.lora.dropout))
 
 
-def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None) -> TrialConfig:
-    """Join a spec and one trial's sampled params into a flat TrialConfig."""
+def trial_config(
+    spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None, train_seed: int | None = None
+) -> TrialConfig:
+    """Join a spec and one trial's sampled params into a flat TrialConfig. ``train_seed``
+    replaces the spec's training seed (``train_seed``, else ``seed``); the split stays ``seed``'s."""
     rank, alpha, dropout = lora_values(spec, params)
     tm = spec.lora.target_modules
     return TrialConfig(
@@ -114,7 +124,8 @@ def trial_config(spec: StudySpec, params: dict[str, Any], cache_dir: str | None 
         budget=spec.budget,
         objective=spec.objective,
         precision=spec.precision,
-        seed=spec.seed,
+        seed=train_seed if train_seed is not None else spec.train_seed if spec.train_seed is not None else spec.seed,
+        split_seed=spec.seed,
         max_grad_norm=spec.max_grad_norm,
         weight_decay=spec.weight_decay,
         cache_dir=cache_dir,

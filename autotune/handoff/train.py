@@ -80,9 +80,11 @@ def _pick(store: Store, study: str, opts: TrainOptions) -> list[dict[str, Any]]:
     return rows
 
 
-def _budget(opts: TrainOptions, n_train: int) -> int:
+def _budget(opts: TrainOptions, n_train: int, target: int | None) -> int:
     if opts.train_examples is not None:
         return opts.train_examples
+    if opts.epochs is None and target is not None:
+        return target  # the spec's budget.target_examples: what the study was tuned for
     return max(1, round((opts.epochs or 1.0) * n_train))  # default: one pass over the training split
 
 
@@ -98,7 +100,7 @@ def train(url: str, study: str, out: Path, opts: TrainOptions) -> int:
         chosen = _pick(store, study, opts)
         examples = check_inputs(spec)
         n_train = len(examples.train)
-        budget = _budget(opts, n_train)
+        budget = _budget(opts, n_train, spec.budget.target_examples)
         labels = list(examples.labels) if examples.labels else None
         return _run(store, study, spec, chosen, budget, n_train, labels, out, opts)
     finally:

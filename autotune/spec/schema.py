@@ -202,6 +202,9 @@ class BudgetSpec(_Strict):
     timeout_s: float | None = Field(None, gt=0)
     memory_limit_mb: float | None = Field(None, gt=0, description="configs predicted above this are not run")
     study_time_s: float | None = Field(None, gt=0, description="no trial starts whose predicted time would overrun")
+    target_examples: int | None = Field(
+        None, ge=1, description="examples the final adapter trains on (`autotune train`); default: one pass"
+    )
 
 
 class ObjectiveSpec(_Strict):
@@ -242,7 +245,12 @@ class StudySpec(_Strict):
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec = PrunerSpec()
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    seed: int = 0
+    seed: int = Field(
+        0, description="the study's seed: the sampler, the validation split and, unless train_seed, training"
+    )
+    train_seed: int | None = Field(
+        None, description="each trial's training seed (adapter and head init, data order, dropout); default: seed"
+    )
     n_trials: int = Field(8, ge=1)
     compile: bool = Field(False, description="torch.compile the forward pass (off by default: compile time)")
     max_grad_norm: float = Field(1.0, gt=0.0)

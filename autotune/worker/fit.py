@@ -61,7 +61,7 @@ def load_trained(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module
             heads=tiny.num_heads,
             intermediate=tiny.intermediate_size,
             pad_id=pad_id,
-            seed=c.seed,
+            seed=c.data_seed,
         )
     else:
         name = resolve_model(info["base_model"])  # the packaged model's directory on this machine

@@ -38,7 +38,7 @@ DATA: dict[tuple[Any, ...], DataEntry] = {}
 
 
 def _data_key(c: TrialConfig) -> tuple[Any, ...]:
-    return (c.model.name, c.model.revision, c.task, c.data, c.seed)
+    return (c.model.name, c.model.revision, c.task, c.data, c.data_seed)
 
 
 def prepare_data(c: TrialConfig) -> DataEntry:
@@ -46,7 +46,7 @@ def prepare_data(c: TrialConfig) -> DataEntry:
     hit = DATA.get(key)
     if hit is not None:
         return hit
-    examples = load_data(c.task, c.data, c.seed)
+    examples = load_data(c.task, c.data, c.data_seed)
     if c.model.name == TINY:
         d = c.data
         fields = [
@@ -78,7 +78,8 @@ def base_model(c: TrialConfig, entry: DataEntry, device: torch.device, prec: Pre
         len(entry.tokenizer),
         str(dtype),
         str(device),
-        c.seed,
+        c.seed,  # a pretrained model's new head is initialised from the training seed
+        c.data_seed,  # a tiny model's base weights: the task's
     )
     model = MODELS.get(key)
     if model is None:
@@ -94,7 +95,7 @@ def base_model(c: TrialConfig, entry: DataEntry, device: torch.device, prec: Pre
                 heads=tiny.num_heads,
                 intermediate=tiny.intermediate_size,
                 pad_id=entry.data.pad_id,
-                seed=c.seed,
+                seed=c.data_seed,
             )
         else:
             model = load_pretrained(c.model.name, c.task, n_labels, c.model.revision, dtype, c.seed)

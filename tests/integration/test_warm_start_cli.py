@@ -8,7 +8,7 @@ from pathlib import Path
 from autotune.storage import Store
 from autotune.trial import TrialState
 from tests.conftest import tiny_spec
-from tests.unit.test_warm_start import _earlier
+from tests.unit.study.test_warm_start import _earlier
 
 CliFn = Callable[..., tuple[int, str, str]]
 

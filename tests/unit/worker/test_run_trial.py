@@ -164,3 +164,32 @@ def test_rslora_scales_adapters_by_the_square_root_of_the_rank(tmp_path: Path) -
     b = run_trial(c, lambda k, s: False)
     assert a.state == b.state == TrialState.COMPLETE
     assert a.val_loss != pytest.approx(b.val_loss, rel=1e-4)
+
+
+@pytest.mark.parametrize("task", ["causal-lm", "seq-cls"])
+def test_a_new_training_seed_retrains_on_the_same_split(task: str, tmp_path: Path) -> None:
+    """``train_seed`` (or trial_config's ``train_seed``) moves the training alone: another adapter
+    init, data order and dropout, scored on the same validation split; the same seed repeats the
+    same losses. ``seed`` moves the split too."""
+    from autotune.worker import state
+
+    over = {} if task == "causal-lm" else {"task": task, "data": {"source": "builtin:smoke-cls"}}
+    spec = parse_spec(tiny_spec(**over))
+    cache = str(tmp_path)
+
+    def run(c: object) -> tuple[float, list[str]]:
+        r = run_trial(c, lambda k, s: False)  # type: ignore[arg-type]
+        assert r.state == TrialState.COMPLETE, r.error
+        assert r.score is not None
+        return r.score, [str(x) for x in state.prepare_data(c).examples.validation]  # type: ignore[arg-type]
+
+    base, val0 = run(trial_config(spec, PARAMS, cache))
+    again, _ = run(trial_config(spec, PARAMS, cache))
+    other, val1 = run(trial_config(spec, PARAMS, cache, train_seed=7))
+    from_spec, val2 = run(trial_config(parse_spec(tiny_spec(**over, train_seed=7)), PARAMS, cache))
+    _, moved = run(trial_config(parse_spec(tiny_spec(**over, seed=1)), PARAMS, cache))
+    assert again == base  # deterministic on CPU
+    assert other != base
+    assert from_spec == other
+    assert val0 == val1 == val2
+    assert moved != val0
