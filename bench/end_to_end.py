@@ -1,0 +1,383 @@
+"""What a user gets: the adapter a search recommends, trained at the target budget, with fresh seeds.
+
+A search is judged by the config it recommends, re-trained at the budget the user will really use,
+against the best config measured the same way (its regret), at equal compute (issue 20):
+
+1. ``grid``: the design this project grew from: every rank x batch x 3 learning rates (the range's
+   ends and log-middle) trained once at the target budget (``budget.target_examples``, else one
+   pass over the training split), training seed 0; its pick is the lowest score.
+2. ``oracle``: the grid's top 8 trained with training seeds 1 and 2 as well; the oracle is the
+   config with the best 3-seed mean, and each config's seed spread, (max - min) / mean, is kept.
+3. ``race``: each strategy's study, 5 study seeds, run until it has spent 40% of the grid's compute
+   (training examples, pruned work included). The study seed moves the sampler alone: every study
+   trains with the task's training seed and is scored on the task's validation split. Strategies:
+   ``default`` (autotune's default search: tpe + asha), ``tpe_asha`` (TPE after the same Sobol
+   start-up, without the bound probe and sweep), ``random_asha``; ``grid_random`` (the grid in a
+   random order) is read from the grid's own table, with no training.
+4. ``confirm``: at 10%, 20% and 40% of the grid's compute, each study's recommendation (its best
+   complete trial so far), the grid's own pick and the oracle are trained at the target budget
+   with the fresh training seeds 101, 102, 103; a config is trained once per seed, whatever asks.
+5. ``summary``: regret = a recommendation's mean score over the fresh seeds / the oracle's mean
+   over the same seeds - 1 (accuracy: the oracle's mean minus its, in points); noise = the median
+   seed spread of the grid's top 8. Writes bench/results/e2e_<task>.json and ends with
+   ``e2e task=T default_regret@0.2=X random_asha_regret@0.2=Y grid_pick_regret=Z noise=N reached=K/5``
+   (median regrets; K: the default's seeds within the noise at 0.2).
+
+Every stage appends to CSVs in bench/results/ (e2e_<task>_runs.csv, e2e_<task>_race.csv) and
+resumes where it stopped: a run in the table is not trained again, a study seed without its end
+row runs again from the start. Run: python bench/end_to_end.py --spec studies/smoke.yaml all
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from autotune.spec import PrunerSpec, SamplerSpec, StudySpec, load_spec, parse_spec  # noqa: E402
+from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+STRATEGIES = ("default", "tpe_asha", "random_asha", "grid_random")
+READINGS = (0.1, 0.2, 0.4)
+FRESH_SEEDS = (101, 102, 103)
+ORACLE_TOP = 8
+ORACLE_SEEDS = (1, 2)
+RUN_FIELDS = ["kind", "rank", "batch_size", "learning_rate", "train_seed", "state", "score", "val_loss", "accuracy",
+              "examples", "wall_s"]  # fmt: skip
+RACE_FIELDS = ["strategy", "seed", "trial", "rank", "batch_size", "learning_rate", "state", "score", "examples_seen",
+               "compute"]  # fmt: skip
+Key = tuple[int, int, str]  # rank, batch, lr as written
+
+
+def _key(rank: Any, batch: Any, lr: Any) -> Key:
+    return int(rank), int(batch), f"{float(lr):.6g}"
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _append(path: Path, fields: list[str], row: dict[str, Any]) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def _fmt(v: float | None) -> str:
+    return "" if v is None or not math.isfinite(v) else f"{v:.6g}"
+
+
+def grid_configs(spec: StudySpec) -> list[Key]:
+    """Every searched rank x batch x (low, log-middle, high) learning rate of the spec."""
+    s = spec.search
+    assert s.rank.choices is not None and s.batch_size.choices is not None, "the grid needs rank and batch choices"
+    lr = s.learning_rate
+    lrs = sorted(lr.choices) if lr.choices is not None else [lr.low, math.sqrt(lr.low * lr.high), lr.high]  # type: ignore[operator]
+    return [_key(r, b, x) for r in s.rank.choices for b in s.batch_size.choices for x in lrs]
+
+
+class Bench:
+    """The task's target budget and every run at it, from the runs table (trained when missing)."""
+
+    def __init__(self, spec: StudySpec, out_dir: Path, cache_dir: str | None) -> None:
+        from autotune.inputs.check import check_inputs
+
+        self.spec, self.cache_dir = spec, cache_dir
+        self.n_train = len(check_inputs(spec).train)
+        self.target = spec.budget.target_examples or self.n_train
+        self.runs_csv = out_dir / f"e2e_{spec.name}_runs.csv"
+        self.race_csv = out_dir / f"e2e_{spec.name}_race.csv"
+        self.runs = {(_key(r["rank"], r["batch_size"], r["learning_rate"]), int(r["train_seed"])): r
+                     for r in _read(self.runs_csv)}  # fmt: skip
+        # one evaluation at the end, over the whole validation split, no timeout: as `autotune train`
+        budget = spec.budget.model_copy(
+            update={"train_examples": self.target, "evals": 1, "max_eval_examples": None, "timeout_s": None}
+        )
+        self.target_spec = spec.model_copy(update={"budget": budget})
+        self._worker: TrialFn | None = None
+
+    def run(self, kind: str, key: Key, seed: int) -> dict[str, str]:
+        hit = self.runs.get((key, seed))
+        if hit is not None:
+            return hit
+        from autotune.trial import trial_config
+
+        if self._worker is None:
+            from autotune.study.driver import default_trial_fn
+
+            warnings.filterwarnings("ignore")
+            self._worker = default_trial_fn()
+        params = {"rank": key[0], "batch_size": key[1], "learning_rate": float(key[2])}
+        c = trial_config(self.target_spec, params, self.cache_dir, train_seed=seed)
+        r = self._worker(c, lambda _k, _v: False, None)
+        row = {"kind": kind, "rank": key[0], "batch_size": key[1], "learning_rate": key[2], "train_seed": seed,
+               "state": r.state.value, "score": _fmt(r.score), "val_loss": _fmt(r.val_loss),
+               "accuracy": _fmt(r.accuracy), "examples": r.examples_seen, "wall_s": f"{r.wall_time_s:.1f}"}  # fmt: skip
+        _append(self.runs_csv, RUN_FIELDS, row)
+        self.runs[(key, seed)] = {k: str(v) for k, v in row.items()}
+        print(f"{kind}: r={key[0]} b={key[1]} lr={key[2]} seed {seed}: {r.state.value} {_fmt(r.score)}", flush=True)
+        return self.runs[(key, seed)]
+
+    def score(self, key: Key, seed: int) -> float:
+        s = self.runs[(key, seed)]["score"]
+        return float(s) if s else math.inf  # a run that diverged or ran out of memory scores worst
+
+    def grid(self) -> list[Key]:
+        keys = grid_configs(self.spec)
+        for k in keys:
+            self.run("grid", k, 0)
+        return keys
+
+    def grid_compute(self) -> int:
+        """The examples the grid trained (a batch rounds the target up to whole steps)."""
+        return sum(int(self.runs[(k, 0)]["examples"]) for k in self.grid())
+
+    def top(self) -> list[Key]:
+        return sorted(self.grid(), key=lambda k: (self.score(k, 0), k))[:ORACLE_TOP]
+
+    def oracle(self) -> Key:
+        top = self.top()
+        for k in top:
+            for s in ORACLE_SEEDS:
+                self.run("oracle", k, s)
+        return min(top, key=lambda k: (statistics.mean(self.score(k, s) for s in (0, *ORACLE_SEEDS)), k))
+
+    def spread(self, key: Key, seeds: tuple[int, ...]) -> float:
+        xs = [self.score(key, s) for s in seeds]
+        return (max(xs) - min(xs)) / statistics.mean(xs)
+
+    def confirmed(self, key: Key) -> dict[str, float | None]:
+        rows = [self.run("confirm", key, s) for s in FRESH_SEEDS]
+        scores = [float(r["score"]) if r["score"] else math.inf for r in rows]
+        accs = [float(r["accuracy"]) for r in rows if r["accuracy"]]
+        return {"score": statistics.mean(scores), "accuracy": statistics.mean(accs) if len(accs) == len(rows) else None}
+
+
+def _sampler(strategy: str, study_seed: int) -> Any:
+    """The strategy's sampler drawing from ``study_seed`` (its Sobol table too), while the study's
+    own ``seed`` keeps the task's validation split and training seed."""
+    import optuna
+
+    from autotune.search.samplers import SAMPLERS
+    from autotune.search.space import distributions
+    from autotune.search.space_filling import SpaceFillingStartup, startup_trials
+
+    def make(spec: StudySpec, _seed: int) -> Any:
+        seeded = spec.model_copy(update={"seed": study_seed})
+        if strategy == "tpe_asha":  # TPE after the same Sobol start-up: the default before the probe and sweep
+            n = startup_trials(seeded)
+            tpe = optuna.samplers.TPESampler(seed=study_seed, multivariate=True, constant_liar=True, n_startup_trials=n)
+            return SpaceFillingStartup(tpe, distributions(seeded), n, study_seed)
+        return SAMPLERS[seeded.sampler.name](seeded, study_seed)
+
+    return make
+
+
+def strategy_spec(spec: StudySpec, strategy: str) -> StudySpec:
+    """The task with autotune's default settings of the strategy's sampler and pruner (what a user
+    gets without tuning the tuner)."""
+    sampler, pruner = {"default": ("tpe", "asha"), "tpe_asha": ("tpe", "asha"), "random_asha": ("random", "asha")}[
+        strategy
+    ]
+    data = spec.model_dump(mode="json")
+    data["sampler"] = SamplerSpec(name=sampler).model_dump(mode="json")  # type: ignore[arg-type]
+    data["pruner"] = PrunerSpec(name=pruner).model_dump(mode="json")  # type: ignore[arg-type]
+    return parse_spec(data, f"{strategy} spec")
+
+
+def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int) -> None:
+    """One study of ``strategy`` with sampler seed ``seed``, stopped once it has spent ``cap`` of
+    the grid's compute; every trial a row of the race table, then an end row."""
+    from autotune.study.driver import default_trial_fn, run_study
+
+    worker = default_trial_fn()
+    sspec = strategy_spec(bench.spec, strategy)
+    limit = cap * bench.grid_compute()
+    state = {"compute": 0, "n": 0}
+
+    def tracked(c: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
+        r = worker(c, report, interrupt)
+        state["compute"] += r.examples_seen
+        state["n"] += 1
+        _append(bench.race_csv, RACE_FIELDS, {
+            "strategy": strategy, "seed": seed, "trial": state["n"], "rank": c.rank, "batch_size": c.batch_size,
+            "learning_rate": f"{c.learning_rate:.6g}", "state": r.state.value, "score": _fmt(r.score),
+            "examples_seen": r.examples_seen, "compute": state["compute"],
+        })  # fmt: skip
+        if state["compute"] >= limit and interrupt is not None:
+            interrupt.set()  # the driver's loop ends once this trial is stored
+        return r
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_study(sspec, f"sqlite:///{tmp}/race.db", n_trials=max_trials, show_progress=False,
+                  cache_dir=bench.cache_dir, trial_fn=tracked, sampler=_sampler(strategy, seed))  # fmt: skip
+    _append(bench.race_csv, RACE_FIELDS, {"strategy": strategy, "seed": seed, "trial": "end",
+                                          "compute": state["compute"]})  # fmt: skip
+    print(f"race {strategy} seed {seed}: {state['n']} trials, {state['compute']} examples", flush=True)
+
+
+def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials: int) -> None:
+    rows = _read(bench.race_csv)
+    done = {(r["strategy"], int(r["seed"])) for r in rows if r["trial"] == "end"}
+    kept = [r for r in rows if (r["strategy"], int(r["seed"])) in done]
+    if len(kept) != len(rows):  # a seed stopped midway runs again from its start
+        bench.race_csv.unlink()
+        for r in kept:
+            _append(bench.race_csv, RACE_FIELDS, r)
+    for strategy in strategies:
+        for seed in range(seeds):
+            if strategy != "grid_random" and (strategy, seed) not in done:
+                race_one(bench, strategy, seed, cap, max_trials)
+
+
+def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key | None]:
+    """The config each study recommends at each reading: its best complete trial among those it had
+    finished within that share of the grid's compute (None: no complete trial yet)."""
+    out: dict[float, Key | None] = {}
+    if strategy == "grid_random":  # the grid's own runs, in an order drawn from the study seed
+        order = grid_configs(bench.spec)
+        random.Random(seed).shuffle(order)
+        for share in READINGS:
+            k = math.floor(share * len(order) + 1e-9)
+            seen = order[:k]
+            out[share] = min(seen, key=lambda c: (bench.score(c, 0), c)) if seen else None
+        return out
+    rows = [r for r in _read(bench.race_csv) if r["strategy"] == strategy and int(r["seed"]) == seed]
+    trials = [r for r in rows if r["trial"] != "end"]
+    for share in READINGS:
+        limit = share * bench.grid_compute()
+        done = [r for r in trials if int(r["compute"]) <= limit and r["state"] == "complete" and r["score"]]
+        best = min(done, key=lambda r: float(r["score"]), default=None)
+        out[share] = None if best is None else _key(best["rank"], best["batch_size"], best["learning_rate"])
+    return out
+
+
+def summary(bench: Bench, strategies: list[str], seeds: int) -> dict[str, Any]:
+    oracle = bench.oracle()
+    ref = bench.confirmed(oracle)
+    top = bench.top()
+    spreads = {f"{k[0]}/{k[1]}/{k[2]}": bench.spread(k, (0, *ORACLE_SEEDS)) for k in top}
+    noise = statistics.median(spreads.values())
+    pick = top[0]
+
+    def regret(key: Key | None) -> tuple[float, float | None]:
+        if key is None:
+            return math.inf, None
+        got = bench.confirmed(key)
+        assert got["score"] is not None and ref["score"] is not None
+        acc = None if got["accuracy"] is None or ref["accuracy"] is None else ref["accuracy"] - got["accuracy"]
+        return got["score"] / ref["score"] - 1, acc
+
+    pick_regret, pick_acc = regret(pick)
+    table: dict[str, Any] = {}
+    for strategy in strategies:
+        per_seed: list[dict[str, Any]] = []
+        regrets: dict[float, list[float]] = {s: [] for s in READINGS}
+        for seed in range(seeds):
+            recs = recommendations(bench, strategy, seed)
+            row: dict[str, Any] = {}
+            for s in READINGS:
+                r, acc = regret(recs[s])
+                regrets[s].append(r)
+                row[str(s)] = {"config": recs[s], "regret": r, "acc_regret": acc}
+            per_seed.append(row)
+        table[strategy] = {
+            "seeds": per_seed,
+            **{f"median_regret@{s}": statistics.median(regrets[s]) for s in READINGS},
+            **{f"within_noise@{s}": sum(r <= noise for r in regrets[s]) for s in READINGS},
+        }
+    res = {
+        "task": bench.spec.name,
+        "target_examples": bench.target,
+        "grid_configs": len(grid_configs(bench.spec)),
+        "grid_compute": bench.grid_compute(),
+        "oracle": {
+            "config": oracle,
+            "fresh_mean_score": ref["score"],
+            "fresh_mean_accuracy": ref["accuracy"],
+            "seed_spread": bench.spread(oracle, (0, *ORACLE_SEEDS)),
+        },
+        "grid_pick": {"config": pick, "regret": pick_regret, "acc_regret": pick_acc},
+        "noise_median_spread_top8": noise,
+        "top8_seed_spread": spreads,
+        "fresh_seeds": FRESH_SEEDS,
+        "strategies": table,
+    }
+    return res
+
+
+def _last_line(res: dict[str, Any], seeds: int) -> str:
+    st = res["strategies"]
+
+    def med(name: str) -> str:
+        return f"{st[name]['median_regret@0.2']:.4f}" if name in st else "nan"
+
+    reached = st["default"]["within_noise@0.2"] if "default" in st else 0
+    return (
+        f"e2e task={res['task']} default_regret@0.2={med('default')} random_asha_regret@0.2={med('random_asha')} "
+        f"grid_pick_regret={res['grid_pick']['regret']:.4f} noise={res['noise_median_spread_top8']:.4f} "
+        f"reached={reached}/{seeds}"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("stage", choices=("grid", "oracle", "race", "confirm", "summary", "all"))
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    ap.add_argument("--seeds", type=int, default=5, help="study seeds per strategy (default: 5)")
+    ap.add_argument("--max-share", type=float, default=max(READINGS), help="a study's compute cap, of the grid's")
+    ap.add_argument("--max-trials", type=int, default=200)
+    ap.add_argument("--out-dir", default=str(RESULTS))
+    ap.add_argument("--cache-dir", default=None)
+    args = ap.parse_args(argv)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bench = Bench(load_spec(args.spec), out, args.cache_dir)
+    print(f"task {bench.spec.name}: target {bench.target} examples ({bench.target / bench.n_train:.2g} epochs), "
+          f"grid of {len(grid_configs(bench.spec))} configs", flush=True)  # fmt: skip
+    stages: dict[str, Callable[[], Any]] = {
+        "grid": bench.grid,
+        "oracle": bench.oracle,
+        "race": lambda: race(bench, args.strategies, args.seeds, args.max_share, args.max_trials),
+    }
+    for name in ("grid", "oracle", "race"):
+        if args.stage in (name, "all"):
+            stages[name]()
+    if args.stage in ("confirm", "summary", "all"):
+        res = summary(bench, args.strategies, args.seeds)
+        if args.stage != "confirm":
+            (out / f"e2e_{bench.spec.name}.json").write_text(json.dumps(res, indent=2) + "\n")
+            for strategy, t in res["strategies"].items():
+                print(f"{strategy}: " + " ".join(f"regret@{s} {t[f'median_regret@{s}']:+.4f} "
+                                                 f"({t[f'within_noise@{s}']}/{args.seeds} within noise)"
+                                                 for s in READINGS))  # fmt: skip
+            print(_last_line(res, args.seeds))
+
+
+if __name__ == "__main__":
+    main()

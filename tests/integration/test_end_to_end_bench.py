@@ -1,0 +1,75 @@
+"""The end-to-end bench (bench/end_to_end.py) on a test-sized task, so that it cannot rot: a grid
+of 3 configs at the target budget, the oracle's re-seeds, one study seed per strategy, the fresh
+confirmations; every figure of the summary recomputed here from the tables it wrote."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench import end_to_end as e2e
+from tests.conftest import tiny_spec
+
+LAST = re.compile(
+    r"^e2e task=(\S+) default_regret@0\.2=(\S+) random_asha_regret@0\.2=(\S+) grid_pick_regret=(\S+) "
+    r"noise=(\S+) reached=(\d+)/1$"
+)
+
+
+def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tiny_spec("e2etask", search={"rank": {"choices": [4]}, "batch_size": {"choices": [64]}})
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "results"
+    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seeds", "1"]
+    e2e.main(["all", *argv, "--strategies", "default", "random_asha", "grid_random"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    m = LAST.match(last)
+    assert m, last
+
+    runs = e2e._read(out / "e2e_e2etask_runs.csv")
+    score = {(e2e._key(r["rank"], r["batch_size"], r["learning_rate"]), int(r["train_seed"])): float(r["score"])
+             for r in runs}  # fmt: skip
+    grid = [k for (k, s) in score if s == 0]
+    assert len(grid) == 3  # rank 4 x batch 64 x the lr range's ends and log-middle
+    assert all((k, s) in score for k in grid for s in (1, 2))  # the oracle re-seeds the top (all 3 here)
+    oracle = min(grid, key=lambda k: statistics.mean(score[(k, s)] for s in (0, 1, 2)))
+    pick = min(grid, key=lambda k: score[(k, 0)])
+
+    def fresh(k: tuple[int, int, str]) -> float:
+        return statistics.mean(score[(k, s)] for s in e2e.FRESH_SEEDS)
+
+    res = json.loads((out / "e2e_e2etask.json").read_text())
+    assert tuple(res["oracle"]["config"]) == oracle
+    assert res["grid_pick"]["regret"] == pytest.approx(fresh(pick) / fresh(oracle) - 1)
+    assert float(m.group(4)) == pytest.approx(fresh(pick) / fresh(oracle) - 1, abs=5e-5)
+    spreads = [(max(xs) - min(xs)) / statistics.mean(xs) for xs in ([score[(k, s)] for s in (0, 1, 2)] for k in grid)]
+    assert res["noise_median_spread_top8"] == pytest.approx(statistics.median(spreads))
+
+    # each study stopped at the first trial that reached 40% of the grid's compute
+    cap = 0.4 * sum(int(r["examples"]) for r in runs if r["kind"] == "grid")
+    race = e2e._read(out / "e2e_e2etask_race.csv")
+    for strategy in ("default", "random_asha"):
+        rows = [r for r in race if r["strategy"] == strategy and r["trial"] != "end"]
+        computes = [int(r["compute"]) for r in rows]
+        assert computes == sorted(computes) and computes[-1] >= cap > (computes[-2] if len(rows) > 1 else 0)
+        # the recommendation at 0.2: the best complete trial finished within 20% of the grid's compute
+        within = [r for r in rows if int(r["compute"]) <= 0.2 * cap / 0.4 and r["state"] == "complete"]
+        rec = res["strategies"][strategy]["seeds"][0]["0.2"]
+        if within:
+            best = min(within, key=lambda r: float(r["score"]))
+            assert tuple(rec["config"]) == e2e._key(best["rank"], best["batch_size"], best["learning_rate"])
+            assert rec["regret"] == pytest.approx(fresh(tuple(rec["config"])) / fresh(oracle) - 1)
+        else:
+            assert rec["config"] is None
+    # a second summary trains nothing again: every run is read back from the table
+    n = len(runs)
+    e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random"])
+    assert len(e2e._read(out / "e2e_e2etask_runs.csv")) == n
