@@ -11,6 +11,7 @@ EXIT_OK = 0
 EXIT_UNFINISHED = 1  # a run that stopped short of its total (or without one complete trial); a fit that failed
 EXIT_USER_ERROR = 2  # a user error; also `autotune train` when a fit ran out of memory (its config is the problem)
 EXIT_STOPPED = 3  # stopped early by a repeated identical crash or by predictions (autotune.study.guard)
+EXIT_DB_UNAVAILABLE = 4  # the database stayed unreachable past AUTOTUNE_DB_RETRY_S (storage/retry.py)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
@@ -24,6 +25,11 @@ class DataError(ValueError):
 
 class StorageError(ValueError):
     """A user error about the storage URL or database: one line, password-free."""
+
+
+class DatabaseUnavailable(Exception):
+    """The database stayed unreachable (refused, shutting down, locked) past the retry limit: one
+    line and EXIT_DB_UNAVAILABLE. Not the user's error: the same command works once it is back."""
 
 
 class ModelError(ValueError):

@@ -7,7 +7,7 @@ them breaks here, loudly, and in ``tests/unit/test_optuna_private.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
@@ -47,4 +47,37 @@ def trials_cached(study: optuna.Study, states: Sequence[TrialState]) -> list[Fro
 def contains(dist: BaseDistribution, value: Any) -> bool:
     """Whether ``value`` (a param as stored, external form) lies in ``dist``: inside a range, one of
     the choices. Optuna has this check only as the private ``_contains`` on internal values."""
-    return bool(dist._contains(dist.to_internal_repr(value)))
+    try:
+        return bool(dist._contains(dist.to_internal_repr(value)))
+    except (ValueError, TypeError):  # not one of the choices, or not a number at all
+        return False
+
+
+def no_stale_trials_after_outage(
+    storage: optuna.storages.RDBStorage, grace_s: float, since_outage_s: Callable[[], float]
+) -> None:
+    """For ``grace_s`` after this process saw the database come back (``since_outage_s``, from
+    storage/retry.py), Optuna's
+    stale-trial check finds nothing: no worker could send a heartbeat while the database was away,
+    so a trial still training would otherwise be failed and re-run as if its worker had died.
+    Optuna has no public hook between its heartbeat check and the failing of the trials it finds."""
+    find = storage._get_stale_trial_ids
+
+    def stale_ids(study_id: int) -> list[int]:
+        return [] if since_outage_s() < grace_s else find(study_id)
+
+    storage._get_stale_trial_ids = stale_ids  # type: ignore[method-assign]
+
+
+def unmask(err: BaseException) -> BaseException:
+    """The error behind Optuna's ``AssertionError("Should not reach.")``: when its own tell fails
+    (the database away or full), ``optimize``'s bookkeeping asserts in a ``finally`` and the real
+    error is only the assertion's context (optuna/study/_optimize.py ``_run_trial``)."""
+    if isinstance(err, AssertionError) and "Should not reach" in str(err) and err.__context__ is not None:
+        return err.__context__
+    return err
+
+
+def is_storage_error(err: BaseException) -> bool:
+    """A database error inside Optuna's RDBStorage (it wraps SQLAlchemy's as StorageInternalError)."""
+    return isinstance(err, optuna.exceptions.StorageInternalError)

@@ -184,6 +184,15 @@ def cmd_trials(args: argparse.Namespace) -> int:
             "predicted_memory_mb",
         )
         print(render_table([{c: r[c] for c in cols} for r in recs], cols))
+        from autotune.storage.claims import worker_gone
+
+        for r in rows:  # e.g. a run stopped by a full disk before it could store its trial's end
+            if r["state"] == "running" and worker_gone(r["worker"]):
+                print(
+                    f"note: trial {r['trial_number']} is running, but its worker ({r['worker']}) is gone; "
+                    f"`autotune resume {args.study}` runs it again",
+                    file=sys.stderr,
+                )
     return 0
 
 

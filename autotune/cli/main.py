@@ -16,7 +16,7 @@ from autotune import __version__
 from autotune.cli import use
 from autotune.cli.estimate import add_estimate_parser
 from autotune.cli.limits import add_limit_args
-from autotune.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, USER_ERRORS
+from autotune.errors import EXIT_DB_UNAVAILABLE, EXIT_INTERRUPTED, EXIT_USER_ERROR, USER_ERRORS, DatabaseUnavailable
 
 
 def _storage_arg(p: argparse.ArgumentParser) -> None:
@@ -126,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as err:
         print(f"autotune: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except DatabaseUnavailable as err:  # not the user's error: the same command works once it is back
+        print(f"autotune: {_one_line(err)}", file=sys.stderr)
+        return EXIT_DB_UNAVAILABLE
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -141,7 +144,7 @@ def _one_line(err: BaseException) -> str:
     # Database drivers can echo a URL: never let a password through.
     for word in text.split():
         if "://" in word and "@" in word:
-            text = text.replace(word, redact(word.strip("'\"(),")))
+            text = text.replace(word, redact(word.strip("'\"(),:;")))  # "URL:" is the URL
     return text
 
 

@@ -13,7 +13,7 @@ from autotune.errors import EXIT_USER_ERROR, SpecError
 from autotune.spec import StudySpec
 from autotune.storage.url import redact, resolve_url
 from autotune.study.limits import RunLimits
-from autotune.study.summary import RunSummary, exit_code, summary_line
+from autotune.study.summary import SUPERVISED_ENV, RunSummary, exit_code, summary_line
 
 
 def _positive(n: int | None, flag: str) -> None:
@@ -24,10 +24,13 @@ def _positive(n: int | None, flag: str) -> None:
 def _finish(s: RunSummary, url: str) -> int:
     if s.stop_code == EXIT_USER_ERROR and s.stop_reason:
         raise SpecError(s.stop_reason)  # a property of the spec: the one-line user error
-    print(summary_line(s, redact(url)), file=sys.stderr)
+    supervised = os.environ.get(SUPERVISED_ENV) == "1"  # one of `run --workers N`'s: the parent sums up
+    if not supervised:
+        print(summary_line(s, redact(url)), file=sys.stderr)
     if s.stop_reason:
         print(f"autotune: {s.stop_reason}", file=sys.stderr)
-    print_run_notes(url, s.study_name)  # a best at the edge of a searched range names the bound to widen
+    if not supervised:
+        print_run_notes(url, s.study_name)  # a best at the edge of a searched range names the bound to widen
     return exit_code(s)
 
 

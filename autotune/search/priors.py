@@ -22,13 +22,7 @@ def fits(params: dict[str, Any], dists: dict[str, BaseDistribution]) -> bool:
     """Whether a trial of another study (its params) is a point of this search space."""
     if set(params) != set(dists):
         return False
-    for k, d in dists.items():
-        try:
-            if not optuna_private.contains(d, params[k]):
-                return False
-        except (ValueError, TypeError):
-            return False
-    return True
+    return all(optuna_private.contains(d, params[k]) for k, d in dists.items())
 
 
 def prior_trial(

@@ -17,6 +17,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from autotune.storage.engine import sqlite_file_lock
+from autotune.storage.retry import retried
 from autotune.storage.store import Store
 from autotune.storage.tables import studies, trials, workers
 from autotune.trial import FINISHED_STATES, TrialState
@@ -27,6 +28,7 @@ _LIVE = [s.value for s in FINISHED_STATES] + [TrialState.RUNNING.value, TrialSta
 _SHARED_RESULT = ("val_loss", "train_loss", "score", "accuracy")
 
 
+@retried
 def claim_worker_slot(store: Store, name: str, worker: str, seed_for: Callable[[int], int]) -> tuple[int, int]:
     """Join ``name`` as the next worker: (slot, seed). Slots count 0, 1, 2... in order of joining,
     across machines and restarts; ``seed_for(slot)`` gives the seed recorded with it."""
@@ -61,6 +63,7 @@ def study_lock(store: Store, name: str) -> Iterator[None]:
         yield
 
 
+@retried
 def slots_taken(store: Store, name: str) -> tuple[int, int]:
     """(finished, running): the trials that count toward the study's total, and those running."""
     with store._tx(write=False) as conn:
@@ -100,6 +103,7 @@ def claim_trial(
     return twin
 
 
+@retried
 def _twin(store: Store, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
     """The earliest live trial with exactly these params."""
     cols = [trials.c.trial_number, trials.c.state, trials.c.params, *(trials.c[k] for k in _SHARED_RESULT)]
@@ -114,6 +118,7 @@ def _twin(store: Store, name: str, params: dict[str, Any]) -> dict[str, Any] | N
     return None
 
 
+@retried
 def distinct_configs(store: Store, name: str) -> int:
     """How many distinct configurations the study has run or is running."""
     with store._tx(write=False) as conn:
@@ -129,3 +134,17 @@ def seed_for_slot(study_seed: int, slot: int) -> int:
     if slot == 0:
         return study_seed
     return zlib.crc32(f"autotune-worker:{study_seed}:{slot}".encode())
+
+
+def worker_gone(worker: str | None) -> bool:
+    """True when ``worker`` (host:pid, as stored with a trial) was a process of this host that no
+    longer exists: its running trial will not finish (reaped by the next run, shown by `trials`)."""
+    import os
+    import socket
+
+    import psutil
+
+    host, _, pid = (worker or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    return not psutil.pid_exists(int(pid))

@@ -7,6 +7,7 @@ share one file without "database is locked". PostgreSQL: psycopg 3 with pre-ping
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,10 +15,13 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from autotune.storage.retry import wait_for_connections
 from autotune.storage.url import url_string
 
 _PG_INIT_LOCK = 0x6175746F74756E  # "autotun" in ASCII: one advisory lock key for schema set-up
-SQLITE_BUSY_TIMEOUT_S = 60  # long trials write rarely; a minute of patience beats a lost result
+# Long trials write rarely; a minute of patience beats a lost result. Past it, "database is locked"
+# is retried as a transient error (storage/retry.py). AUTOTUNE_SQLITE_BUSY_S shortens it for tests.
+SQLITE_BUSY_TIMEOUT_S = float(os.environ.get("AUTOTUNE_SQLITE_BUSY_S", "60"))
 
 
 def engine_kwargs(url: URL) -> dict[str, Any]:
@@ -29,7 +33,7 @@ def engine_kwargs(url: URL) -> dict[str, Any]:
 def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_S * 1000}")
+    cur.execute(f"PRAGMA busy_timeout={round(SQLITE_BUSY_TIMEOUT_S * 1000)}")
     cur.execute("PRAGMA synchronous=NORMAL")  # safe under WAL: a crash loses no committed data
     cur.close()
 
@@ -38,6 +42,7 @@ def make_engine(url: URL) -> Engine:
     engine = create_engine(url_string(url), **engine_kwargs(url))
     if url.get_backend_name() == "sqlite":
         event.listen(engine, "connect", sqlite_pragmas)
+    wait_for_connections(engine)  # a server that is away is waited for (storage/retry.py)
     return engine
 
 

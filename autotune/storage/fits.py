@@ -12,11 +12,13 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from autotune.errors import StorageError
+from autotune.storage.retry import retried
 from autotune.storage.store import Store, result_values
 from autotune.storage.tables import fits, trials
 from autotune.trial import TrialResult, TrialState
 
 
+@retried
 def trial_row(store: Store, name: str, number: int) -> dict[str, Any]:
     """A stored trial, or one line naming what exists."""
     with store._tx(write=False) as conn:
@@ -30,6 +32,7 @@ def trial_row(store: Store, name: str, number: int) -> dict[str, Any]:
     return dict(row)
 
 
+@retried
 def top_complete(store: Store, name: str, k: int) -> list[dict[str, Any]]:
     """The ``k`` complete trials with the lowest score (ties: the earlier trial first)."""
     with store._tx(write=False) as conn:
@@ -46,6 +49,7 @@ def top_complete(store: Store, name: str, k: int) -> list[dict[str, Any]]:
         return [dict(r) for r in rows]
 
 
+@retried
 def fit_started(store: Store, name: str, number: int, params: dict[str, Any], train_examples: int) -> int:
     with store._tx(write=True) as conn:
         res = conn.execute(
@@ -63,16 +67,19 @@ def fit_started(store: Store, name: str, number: int, params: dict[str, Any], tr
         return int(key[0])
 
 
+@retried
 def fit_finished(store: Store, fit_id: int, r: TrialResult) -> None:
     with store._tx(write=True) as conn:
         conn.execute(update(fits).where(fits.c.id == fit_id).values(**result_values(r)))
 
 
+@retried
 def fit_saved(store: Store, fit_id: int, output_path: str) -> None:
     with store._tx(write=True) as conn:
         conn.execute(update(fits).where(fits.c.id == fit_id).values(output_path=output_path))
 
 
+@retried
 def fit_rows(store: Store, name: str) -> list[dict[str, Any]]:
     with store._tx(write=False) as conn:
         rows = conn.execute(select(fits).where(fits.c.study_name == name).order_by(fits.c.id)).mappings()

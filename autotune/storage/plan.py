@@ -9,22 +9,26 @@ from typing import Any
 
 from sqlalchemy import select, update
 
+from autotune.storage.retry import retried
 from autotune.storage.store import Store
 from autotune.storage.tables import studies, trials
 from autotune.trial import TrialState
 
 
+@retried
 def load_fingerprint(store: Store, name: str) -> dict[str, Any] | None:
     with store._tx(write=False) as conn:
         value = conn.execute(select(studies.c.data_fingerprint).where(studies.c.study_name == name)).scalar()
     return dict(value) if value else None
 
 
+@retried
 def save_fingerprint(store: Store, name: str, fingerprint: dict[str, Any]) -> None:
     with store._tx(write=True) as conn:
         conn.execute(update(studies).where(studies.c.study_name == name).values(data_fingerprint=fingerprint))
 
 
+@retried
 def load_calibration(store: Store, name: str, key: str) -> dict[str, Any] | None:
     """The calibration probe this study ran on a device like this one (``key``), if any."""
     with store._tx(write=False) as conn:
@@ -32,6 +36,7 @@ def load_calibration(store: Store, name: str, key: str) -> dict[str, Any] | None
     return dict(value)[key] if value and key in value else None
 
 
+@retried
 def save_calibration(store: Store, name: str, key: str, calibration: dict[str, Any]) -> None:
     """Kept per device key: a study whose workers run on two kinds of GPU holds one of each."""
     with store._tx(write=True) as conn:
@@ -40,6 +45,7 @@ def save_calibration(store: Store, name: str, key: str, calibration: dict[str, A
         conn.execute(update(studies).where(studies.c.study_name == name).values(calibration=merged))
 
 
+@retried
 def save_prediction(store: Store, name: str, number: int, memory_mb: float | None, time_s: float | None) -> None:
     with store._tx(write=True) as conn:
         conn.execute(
@@ -49,6 +55,7 @@ def save_prediction(store: Store, name: str, number: int, memory_mb: float | Non
         )
 
 
+@retried
 def mark_not_run(store: Store, name: str, number: int) -> None:
     """This trial was stopped by its prediction before any training: it does not count."""
     with store._tx(write=True) as conn:
@@ -57,6 +64,7 @@ def mark_not_run(store: Store, name: str, number: int) -> None:
         )
 
 
+@retried
 def most_common_error(store: Store, name: str) -> tuple[str, int] | None:
     """The first line of the error most trials of the study ended with, and how many."""
     with store._tx(write=False) as conn:
@@ -71,6 +79,7 @@ def most_common_error(store: Store, name: str) -> tuple[str, int] | None:
     return lines.most_common(1)[0] if lines else None
 
 
+@retried
 def count_complete(store: Store, name: str) -> int:
     with store._tx(write=False) as conn:
         rows = conn.execute(

@@ -17,6 +17,7 @@ from autotune import __version__
 from autotune.errors import StorageError
 from autotune.storage import migrate
 from autotune.storage.engine import db_reason, init_lock, make_engine
+from autotune.storage.retry import retried
 from autotune.storage.tables import curves, studies, trials
 from autotune.storage.url import parse_url, redact
 from autotune.trial import FINISHED_STATES, TrialResult, TrialState
@@ -141,6 +142,7 @@ class Store:
 
     # ---------------------------------------------------------------- studies
 
+    @retried
     def save_study(self, name: str, spec_yaml: str, labels: list[str] | None) -> None:
         """Record a new study's spec (and seq-cls label names); a no-op if it exists already."""
         now = _now()
@@ -158,6 +160,7 @@ class Store:
                 )
             )
 
+    @retried
     def get_study(self, name: str) -> StudyRow | None:
         """The study's row, or None."""
         with self._tx(write=False) as conn:
@@ -173,6 +176,7 @@ class Store:
             row["updated_at"],
         )
 
+    @retried
     def study_names(self) -> list[str]:
         with self._tx(write=False) as conn:
             return list(conn.execute(select(studies.c.study_name).order_by(studies.c.id)).scalars())
@@ -188,6 +192,7 @@ class Store:
 
     # ---------------------------------------------------------------- trials
 
+    @retried
     def trial_started(
         self,
         name: str,
@@ -211,10 +216,23 @@ class Store:
             finished_at=None,
         )
         values.update(extra)
-        # Optuna numbers trials uniquely, so a plain insert: one statement per trial start.
-        with self._tx(write=True) as conn:
-            conn.execute(insert(trials).values(study_name=name, trial_number=number, **values))
+        # Optuna numbers trials uniquely, so a plain insert: one statement per trial start. A
+        # retried insert (storage/retry.py) whose first try was committed but not acknowledged
+        # finds its own row: that is success, not a conflict.
+        try:
+            with self._tx(write=True) as conn:
+                conn.execute(insert(trials).values(study_name=name, trial_number=number, **values))
+        except IntegrityError:
+            with self._tx(write=False) as conn:
+                row = conn.execute(
+                    select(trials.c.worker, trials.c.params).where(
+                        trials.c.study_name == name, trials.c.trial_number == number
+                    )
+                ).first()
+            if row is None or row.worker != worker or row.params != params:
+                raise
 
+    @retried
     def trial_finished(self, name: str, number: int, r: TrialResult) -> bool:
         """Store a result, only if the trial is still ours (running). False means a reaper failed
         it meanwhile (this worker was paused past the grace period): the result is dropped, as
@@ -240,7 +258,14 @@ class Store:
                 .values(**values)
             ).rowcount
             if not n:
-                return False
+                # our own earlier try, committed but not acknowledged (the connection dropped): the
+                # row holds this very result (a reaper writes neither times nor examples)
+                mine = conn.execute(
+                    select(trials.c.state, trials.c.wall_time_s, trials.c.examples_seen).where(
+                        trials.c.study_name == name, trials.c.trial_number == number
+                    )
+                ).first()
+                return mine is not None and tuple(mine) == (r.state.value, r.wall_time_s, r.examples_seen)
             if r.curve:
                 conn.execute(
                     insert(curves),
@@ -262,6 +287,7 @@ class Store:
             conn.execute(update(studies).where(studies.c.study_name == name).values(updated_at=_now()))
         return True
 
+    @retried
     def fail_running(self, name: str, number: int, state: TrialState, error: str, requeued: bool) -> bool:
         """Mark a trial that died (reaped) or was stopped; True if it was still running."""
         with self._tx(write=True) as conn:
@@ -277,6 +303,7 @@ class Store:
                 ).rowcount
             )
 
+    @retried
     def set_requeued(self, name: str, number: int) -> None:
         """Mark that a retry of this trial was queued, so it no longer counts itself."""
         with self._tx(write=True) as conn:
@@ -284,6 +311,7 @@ class Store:
                 update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(requeued=True)
             )
 
+    @retried
     def count_finished(self, name: str) -> int:
         """Trials that count toward the study's total: finished states, plus crashes whose
         retries are spent. Interrupted and re-queued trials do not count: their re-run will; nor
@@ -303,6 +331,7 @@ class Store:
                 ).scalar_one()
             )
 
+    @retried
     def running(self, name: str) -> list[dict[str, Any]]:
         """Trials in state running: number, worker (host:pid), params, retry_of."""
         with self._tx(write=False) as conn:
@@ -313,12 +342,14 @@ class Store:
             )
             return [dict(r._mapping) for r in rows]
 
+    @retried
     def trials(self, name: str) -> list[dict[str, Any]]:
         """Every trial row of the study (all columns), in trial-number order."""
         with self._tx(write=False) as conn:
             rows = conn.execute(select(trials).where(trials.c.study_name == name).order_by(trials.c.trial_number))
             return [dict(r._mapping) for r in rows]
 
+    @retried
     def best(self, name: str) -> dict[str, Any] | None:
         """The complete trial with the lowest score (ties: the earliest), or None."""
         with self._tx(write=False) as conn:
@@ -338,6 +369,7 @@ class Store:
             )
         return dict(row) if row is not None else None
 
+    @retried
     def curve(self, name: str, number: int) -> list[dict[str, Any]]:
         """One trial's evaluations (autotune_curves rows) in order."""
         with self._tx(write=False) as conn:

@@ -13,17 +13,19 @@ import contextlib
 import gc
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 
 from autotune import optuna_private
+from autotune.errors import DatabaseUnavailable, StorageError
 from autotune.interrupt import TwoStageStop
 from autotune.search.samplers import SamplerFactory
 from autotune.search.space import suggest
 from autotune.spec import StudySpec
-from autotune.storage import Store, claims
+from autotune.storage import Store, claims, redact, retry
 from autotune.study import recovery, setup
 from autotune.study.gate import Gate, make_gate
 from autotune.study.guard import RunGuard, final_stop
@@ -31,6 +33,8 @@ from autotune.study.limits import RunLimits
 from autotune.study.progress import Progress
 from autotune.study.summary import RunSummary
 from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
+
+T = TypeVar("T")
 
 WAIT_POLL_S = 0.25  # a worker with nothing to ask for polls for re-queued work this often
 # A sampler that keeps proposing configurations already run (a small space nearly covered) is
@@ -132,14 +136,20 @@ class _Loop:
     guard: RunGuard
     gate: Gate | None
     duplicates_in_a_row: int = 0
+    told: tuple[int, optuna.trial.TrialState, float | None] | None = None
+    gave_up: DatabaseUnavailable | None = None
     _lock: contextlib.ExitStack | None = None
 
     def reserve(self) -> bool | None:
         """Take the study lock if a trial slot is free: True (ask now; ``objective`` releases the
         lock once its row is in). False: the study is done. None: others hold the rest; wait."""
         lock = contextlib.ExitStack()
-        lock.enter_context(claims.study_lock(self.store, self.name))
-        finished, running = claims.slots_taken(self.store, self.name)
+        try:
+            lock.enter_context(claims.study_lock(self.store, self.name))
+            finished, running = claims.slots_taken(self.store, self.name)
+        except BaseException:
+            _close_quietly(lock)
+            raise
         if finished + running < self.total:
             self._lock = lock
             return True
@@ -149,12 +159,34 @@ class _Loop:
         recovery.reap_dead_local_workers(self.study, self.store, self.name)  # a dead one's trial comes back
         return None
 
+    def db(self, fn: Callable[[], T], what: str) -> T:
+        """``fn`` (a call into Optuna's storage), waiting for the database if it is away."""
+        return retry.call(fn, what, f"database {redact(self.store.url)}")
+
     def release(self) -> None:
         if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+            lock, self._lock = self._lock, None
+            _close_quietly(lock)
 
     def objective(self, trial: optuna.Trial) -> float:
+        """The objective, remembering what it tells Optuna (``told``): if the database goes away
+        during Optuna's own tell, the loop tells it again once the database is back. A database
+        that stayed away past the limit (``gave_up``) ends the run, whatever Optuna does with it."""
+        try:
+            value = self._objective(trial)
+        except DatabaseUnavailable as err:
+            self.gave_up = err
+            raise
+        except optuna.TrialPruned:
+            self.told = (trial.number, optuna.trial.TrialState.PRUNED, None)
+            raise
+        except _TrialFailed:
+            self.told = (trial.number, optuna.trial.TrialState.FAIL, None)
+            raise
+        self.told = (trial.number, optuna.trial.TrialState.COMPLETE, value)
+        return value
+
+    def _objective(self, trial: optuna.Trial) -> float:
         params = suggest(trial, self.spec)
         retry_of = trial.user_attrs.get(recovery.RETRY_ATTR)
         twin = claims.claim_trial(
@@ -168,12 +200,14 @@ class _Loop:
         self.progress.trial_started(trial.number, params)
 
         def report(step: int, value: float) -> bool:
+            # the database away at an evaluation: the trial waits for it here (storage/retry.py)
+            # rather than being stored as crashed
             try:
-                trial.report(value, step)
+                self.db(lambda: trial.report(value, step), "the trial's report")
             except optuna.exceptions.UpdateFinishedTrialError:
                 return True  # failed by heartbeat while this worker was paused: stop now
             self.progress.evaluated(step, value)
-            return trial.should_prune()
+            return self.db(trial.should_prune, "the pruner")
 
         # A config predicted not to fit (or to overrun the time budget) is stored without training.
         skip = self.gate.before(trial.number, params) if self.gate is not None else None
@@ -213,23 +247,38 @@ def _run(
     gate = make_gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
     loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate)
     ran = 0
+    outage = retry.Outage("asking Optuna for a trial", f"database {redact(store.url)}")
     with loop.stop.installed():
         while (
             not loop.stop.event.is_set() and guard.stop is None and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW
         ):
-            work = loop.reserve()
+            work = loop.db(loop.reserve, "the study lock")
             if work is None:
                 time.sleep(WAIT_POLL_S)
                 continue
             if not work:
                 break
+            loop.told = None
             try:
                 study.optimize(loop.objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
-            except (optuna.exceptions.UpdateFinishedTrialError, ValueError) as err:
-                # This worker was paused past the grace period and its trial was failed and
-                # re-queued meanwhile: Optuna refuses the late tell.
-                if not optuna_private.is_late_tell(err):
+                outage.ok()
+            except Exception as masked:
+                err = optuna_private.unmask(masked)
+                if loop.gave_up is not None:
+                    raise loop.gave_up from None
+                if optuna_private.is_late_tell(err):
+                    # This worker was paused past the grace period and its trial was failed and
+                    # re-queued meanwhile: Optuna refuses the late tell.
+                    pass
+                elif optuna_private.is_storage_error(err) and not retry.is_transient(err):
+                    # a database error in Optuna's own calls (a full disk, say): one line, as ours
+                    raise StorageError(f"database {redact(store.url)}: {retry.reason(err)}") from err
+                elif not retry.is_transient(err):
                     raise
+                elif loop.told is not None:  # the database went away in Optuna's tell: tell again
+                    loop.db(lambda: _tell_again(study, loop.told), "the tell")
+                else:  # it went away in Optuna's ask, before any training: wait, then ask again
+                    outage.failed(err)
             finally:
                 loop.release()  # if the ask itself failed, the lock is still ours
             ran += 1
@@ -246,6 +295,31 @@ def _run(
         stop_reason=guard.stop.reason if guard.stop else None,
         stop_code=guard.stop.exit_code if guard.stop else None,
     )
+
+
+def _close_quietly(lock: contextlib.ExitStack) -> None:
+    """Release the study lock. A PostgreSQL lock lives in a transaction, so a connection that the
+    database dropped has released it already: that is not an error."""
+    try:
+        lock.close()
+    except Exception as err:
+        if not retry.is_transient(err):
+            raise
+
+
+def _tell_again(study: optuna.Study, told: tuple[int, optuna.trial.TrialState, float | None] | None) -> None:
+    """What the objective told Optuna, told again (an earlier try that did land is refused as a
+    late tell, which is fine: it is told once)."""
+    assert told is not None
+    number, state, value = told
+    try:
+        if state == optuna.trial.TrialState.COMPLETE:
+            study.tell(number, value)
+        else:
+            study.tell(number, state=state)
+    except Exception as err:
+        if not optuna_private.is_late_tell(err):
+            raise
 
 
 def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:
@@ -273,7 +347,7 @@ def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: 
         raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
     if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
         if not result.spec_error:  # a property of the spec fails every retry the same way
-            recovery.requeue_after_finish(loop.study, store, name, trial, params, state)
+            loop.db(lambda: recovery.requeue_after_finish(loop.study, store, name, trial, params, state), "the retry")
         progress.trial_finished(trial.number, state, None)
         raise _TrialFailed(result.error or state.value)
     progress.trial_finished(trial.number, state, result.score)
@@ -283,7 +357,7 @@ def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: 
         if sampler == "gp":
             # GP models the constraint itself and wants it on every trial; TPE reads a missing
             # constraint as feasible, and the write costs a storage round trip per trial.
-            trial.set_constraint("failed", 0.0)
+            loop.db(lambda: trial.set_constraint("failed", 0.0), "the constraint")
         return result.score
     if state == TrialState.PRUNED:
         raise optuna.TrialPruned(result.error or "pruned")
@@ -298,5 +372,5 @@ def _infeasible(loop: _Loop, trial: optuna.Trial, why: str) -> float:
     plain failure instead."""
     if loop.spec.sampler.name == "cmaes":
         raise _TrialFailed(why)
-    trial.set_constraint("failed", 1.0)
+    loop.db(lambda: trial.set_constraint("failed", 1.0), "the constraint")
     return math.inf

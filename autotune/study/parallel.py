@@ -5,8 +5,9 @@ The parent creates the study (so N workers never race on an empty database), the
 or on a CPU a share of the cores each. The storage URL reaches them through the environment, never
 their command line. Ctrl-C (or SIGTERM) is forwarded once: each worker stops its trial at the next
 step, stores it as interrupted and re-queues it; a second Ctrl-C kills them at once. A worker that
-dies (killed, crashed) is restarted while the study is unfinished; its trial is re-run by the
-heartbeat/reaping logic in the driver.
+dies (killed, crashed, or gave up on a database that stayed away) is restarted while the study is
+unfinished; its trial is re-run by the heartbeat/reaping logic in the driver. The workers print no
+summary of their own (``SUPERVISED_ENV``): the parent prints the run's one.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import sys
 import time
 from dataclasses import dataclass
 
-from autotune.errors import EXIT_STOPPED, EXIT_USER_ERROR, SpecError
+from autotune.errors import EXIT_STOPPED, EXIT_USER_ERROR, DatabaseUnavailable, SpecError
 from autotune.interrupt import TwoStageStop
 from autotune.spec import StudySpec
 from autotune.storage import ENV_VAR, Store
 from autotune.study import setup
 from autotune.study.limits import RunLimits
 from autotune.study.progress import finished_line, make_bar
-from autotune.study.summary import RunSummary
+from autotune.study.summary import SUPERVISED_ENV, RunSummary
 
 POLL_S = 0.5
 MAX_RESTARTS_PER_WORKER = 20  # a worker that keeps dying (a bug, not a kill) must not loop forever
+STOP_WAIT_S = 30  # how long workers get to store their trials when the run must end
 
 
 @dataclass
@@ -64,6 +66,7 @@ def _env(url: str, w: _Worker) -> dict[str, str]:
     env = dict(os.environ)
     env[ENV_VAR] = url  # the URL may hold a password: environment only, never argv
     env["PYTHONUNBUFFERED"] = "1"
+    env[SUPERVISED_ENV] = "1"
     # One GPU per worker; a CPU worker sees none (so torch never picks a GPU behind its back).
     env["CUDA_VISIBLE_DEVICES"] = w.device if w.device is not None else ""
     if w.threads is not None:
@@ -158,6 +161,15 @@ def supervise(
                     break
                 time.sleep(POLL_S)
         finished, best = store.count_finished(name), store.best(name)
+    except DatabaseUnavailable:
+        # the database stayed away past the limit for the parent too: the workers stop as on a
+        # Ctrl-C (each stores its trial if it can), and the run ends with the one line
+        forward()
+        deadline = time.monotonic() + STOP_WAIT_S
+        while alive() and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        kill()
+        raise
     finally:
         view.close()
         store.close()

@@ -13,10 +13,9 @@ import socket
 from typing import Any
 
 import optuna
-import psutil
 
 from autotune import optuna_private
-from autotune.storage import Store
+from autotune.storage import Store, claims
 from autotune.trial import TrialState
 
 RETRY_ATTR = "autotune_retry_of"  # user attr on a re-queued trial: the number it re-runs
@@ -77,14 +76,6 @@ def on_stale_heartbeat(store: Store, name: str) -> Any:
     return callback
 
 
-def _dead_here(worker: str | None) -> bool:
-    """True when ``worker`` (host:pid) was a process of this host that no longer exists."""
-    host, _, pid = (worker or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    return not psutil.pid_exists(int(pid))
-
-
 def reap_dead_local_workers(
     study: optuna.Study, store: Store, name: str, running: list[dict[str, Any]] | None = None
 ) -> int:
@@ -93,7 +84,7 @@ def reap_dead_local_workers(
     caller has just read them; without it, a full reap that also applies the heartbeats."""
     reaped = 0
     for row in store.running(name) if running is None else running:
-        if not _dead_here(row["worker"]):
+        if not claims.worker_gone(row["worker"]):
             continue
         try:
             ft = optuna_private.frozen_trial(study, row["trial_number"])

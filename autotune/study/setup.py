@@ -10,6 +10,7 @@ from typing import Any
 import optuna
 from sqlalchemy import event
 
+from autotune import optuna_private
 from autotune.errors import SpecError, StorageError
 from autotune.inputs.check import check_inputs
 from autotune.inputs.examples import Examples
@@ -17,7 +18,7 @@ from autotune.inputs.fingerprint import check_fingerprint, data_fingerprint
 from autotune.search.samplers import SamplerFactory, make_pruner, make_sampler
 from autotune.search.space import grid_size
 from autotune.spec import StudySpec, parse_spec_yaml, searched_params
-from autotune.storage import Store
+from autotune.storage import Store, retry
 from autotune.storage.engine import engine_kwargs, sqlite_pragmas
 from autotune.storage.plan import load_fingerprint, save_fingerprint
 from autotune.storage.url import url_string
@@ -45,7 +46,13 @@ def open_study(
 ) -> optuna.Study:
     """Create or load the Optuna study in the same database, with heartbeats so a dead
     worker's trial is failed and re-queued by the living; its sampler (the spec's, or
-    ``sampler``'s) draws from ``seed``."""
+    ``sampler``'s) draws from ``seed``. A database away meanwhile is waited for (storage/retry.py)."""
+    return retry.call(lambda: _open_study(spec, store, study_name, seed, sampler), "opening the Optuna study")
+
+
+def _open_study(
+    spec: StudySpec, store: Store, study_name: str, seed: int | None, sampler: SamplerFactory | None
+) -> optuna.Study:
     with store.init_lock():
         storage = optuna.storages.RDBStorage(
             url_string(store.url),
@@ -60,6 +67,12 @@ def open_study(
             # took Optuna alone from 104 to 69 ms per trial (bench/scaling.py notes).
             event.listen(storage.engine, "connect", sqlite_pragmas)
             storage.engine.dispose()
+        # Optuna's calls (ask, tell, heartbeats) wait for a database that is away, as ours do; and
+        # right after it is back, no trial is failed as stale for a heartbeat the outage ate.
+        retry.wait_for_connections(storage.engine)
+        optuna_private.no_stale_trials_after_outage(
+            storage, GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S, retry.since_outage_s
+        )
         return optuna.create_study(
             study_name=study_name,
             storage=storage,

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 from autotune.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNFINISHED, EXIT_USER_ERROR
 
+# Set (to "1") in the environment of the workers `run --workers N` starts: their parent prints the
+# run's one summary, so a worker prints only its own stop reason.
+SUPERVISED_ENV = "AUTOTUNE_SUPERVISED"
+
 
 @dataclass(frozen=True)
 class RunSummary:

@@ -22,6 +22,7 @@ import peft
 import torch
 import transformers
 
+from autotune.errors import DatabaseUnavailable
 from autotune.scoring import score as weighted_score
 from autotune.trial import EvalPoint, ReportFn, TrialConfig, TrialResult, TrialState
 from autotune.worker import data as wdata
@@ -61,7 +62,8 @@ def run_trial(
     (pruned); ``interrupt``, once set, stops it at the next step (interrupted); ``on_trained``
     sees the trained model of a complete trial before its adapters are removed. Returns a
     ``TrialResult`` whatever happens: OOM, non-finite loss, timeout and any crash become its
-    state and error. Raises nothing but ``BaseException``s that are not ``KeyboardInterrupt``."""
+    state and error. Raises nothing but ``DatabaseUnavailable`` (from ``report``: the run ends) and
+    ``BaseException``s that are not ``KeyboardInterrupt``."""
     t_start = time.perf_counter()
     steps.apply_thread_limit()
     device = pick_device()
@@ -92,6 +94,8 @@ def run_trial(
         result.state, result.error = stop.state, str(stop)
     except KeyboardInterrupt:
         result.state, result.error = TrialState.INTERRUPTED, "interrupted"
+    except DatabaseUnavailable:
+        raise  # from the report callback: not the trial's failure; the run ends (errors.py)
     except Exception as err:  # a crash is data: keep the message, let the study go on
         result.state = TrialState.CRASHED
         result.error = f"{err.__class__.__name__}: {err}"[:500] + "\n" + traceback.format_exc(limit=3)[-1500:]

@@ -39,3 +39,49 @@ def test_fail_a_running_trial_by_number(tmp_path: Path) -> None:
     assert optuna_private.frozen_trial(study, 1).state == optuna.trial.TrialState.COMPLETE
     with pytest.raises(KeyError):
         optuna_private.frozen_trial(study, 99)
+
+
+def test_trials_cached_and_contains(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    dist = optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
+    t = study.ask({"lr": dist})
+    study.tell(t, 1.0)
+    study.ask({"lr": dist})
+    done = optuna_private.trials_cached(study, [optuna.trial.TrialState.COMPLETE])
+    assert [x.number for x in done] == [0]
+    assert optuna_private.contains(dist, 1e-3) and not optuna_private.contains(dist, 0.5)
+    choices = optuna.distributions.CategoricalDistribution([4, 8])
+    assert optuna_private.contains(choices, 8) and not optuna_private.contains(choices, 16)
+
+
+def test_a_failed_tell_inside_optimize_is_unmasked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Optuna asserts "Should not reach." when its own tell fails inside ``optimize``; the driver
+    needs the error behind it (a database away, or full)."""
+    study = _study(tmp_path)
+    storage = study._storage
+
+    def broken(*_a: object, **_k: object) -> bool:
+        raise optuna.exceptions.StorageInternalError("database or disk is full")
+
+    monkeypatch.setattr(storage, "set_trial_state_values", broken)
+    with pytest.raises(Exception) as err:
+        study.optimize(lambda t: 1.0, n_trials=1)
+    real = optuna_private.unmask(err.value)
+    assert optuna_private.is_storage_error(real), repr(err.value)
+    assert optuna_private.unmask(ValueError("x")).args == ("x",)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_no_stale_trials_right_after_an_outage(tmp_path: Path) -> None:
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage, study_name="h")
+    trial = study.ask()
+    storage.record_heartbeat(trial._trial_id)  # what optimize's heartbeat thread does
+    seen = {"since": 0.0}
+    optuna_private.no_stale_trials_after_outage(storage, 60.0, lambda: seen["since"])
+    import time
+
+    time.sleep(2.2)  # past the grace period with no heartbeat
+    assert storage._get_stale_trial_ids(study._study_id) == []  # the database was just back
+    seen["since"] = 120.0
+    assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id]
