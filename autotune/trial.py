@@ -84,6 +84,8 @@ class TrialConfig:
     cache_dir: str | None = None
     compile: bool = False
     use_rslora: bool = False  # peft's LoraConfig(use_rslora=...): alpha/sqrt(rank) scaling
+    use_dora: bool = False  # peft's LoraConfig(use_dora=...): DoRA's magnitude vectors
+    loraplus_lr_ratio: float | None = None  # LoRA+: B's lr over A's (peft's create_loraplus_optimizer)
     # The validation split's seed (and a tiny model's base weights: the task's, not the trial's);
     # None: ``seed``. A replicate changes ``seed`` alone, so it is scored on the same split.
     split_seed: int | None = None
@@ -131,7 +133,13 @@ def trial_config(
         cache_dir=cache_dir,
         compile=spec.compile,
         use_rslora=spec.lora.rslora,
+        use_dora=bool(params.get("use_dora", spec.lora.use_dora)),
+        loraplus_lr_ratio=_ratio(params.get("loraplus_lr_ratio", spec.lora.loraplus_lr_ratio)),
     )
+
+
+def _ratio(v: Any) -> float | None:
+    return None if v is None or float(v) == 1.0 else float(v)  # 1: plain LoRA, one learning rate
 
 
 def config_to_json(c: TrialConfig) -> dict[str, Any]:

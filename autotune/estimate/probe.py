@@ -76,7 +76,7 @@ def _probe(
         setup = time.perf_counter() - t0
         trainable = [p for p in model.parameters() if p.requires_grad]
         n_trainable = sum(p.numel() for p in trainable)
-        opt = steps.make_optimizer(trainable, c, device)
+        opt = steps.make_optimizer(model, trainable, c, device)
         scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
         model.train()
         for idx in batches:

@@ -41,9 +41,20 @@ def lora_kwargs(row: dict[str, Any], spec: StudySpec) -> dict[str, Any]:
         "lora_alpha": _num(alpha),
         "lora_dropout": dropout,
         **({"use_rslora": True} if spec.lora.rslora else {}),  # peft's default is False
+        **({"use_dora": True} if _dora(row, spec) else {}),
         "target_modules": resolved_target_modules(row, spec),
         "task_type": TASK_TYPES[spec.task],
     }
+
+
+def _dora(row: dict[str, Any], spec: StudySpec) -> bool:
+    return bool(row["params"].get("use_dora", spec.lora.use_dora))
+
+
+def loraplus_ratio(row: dict[str, Any], spec: StudySpec) -> float | None:
+    """LoRA+'s B-over-A learning-rate ratio of a stored trial (None: plain LoRA)."""
+    v = row["params"].get("loraplus_lr_ratio", spec.lora.loraplus_lr_ratio)
+    return None if v is None or float(v) == 1.0 else float(v)
 
 
 def training_kwargs(row: dict[str, Any], spec: StudySpec, output_dir: str) -> dict[str, Any]:
@@ -100,6 +111,14 @@ def peft_snippet(study_name: str, row: dict[str, Any], spec: StudySpec) -> str:
         notes["task_type"] = "peft also trains and saves the classification head (modules_to_save)"
     body = _call("lora_config = peft.LoraConfig", lk, notes)
     body += ["", *_call("training_args = transformers.TrainingArguments", tk, {})]
+    ratio = loraplus_ratio(row, spec)
+    if ratio is not None:  # LoRA+ is an optimizer, not a LoraConfig field: pass it to Trainer(optimizers=...)
+        body += [
+            "",
+            "# LoRA+: lora_B learns at ratio x the learning rate (model = peft.get_peft_model(base, lora_config))",
+            "# optimizer = peft.optimizers.create_loraplus_optimizer(",
+            f"#     model, torch.optim.AdamW, lr={tk['learning_rate']!r}, loraplus_lr_ratio={ratio!r})",
+        ]
     return "\n".join(head + body) + "\n"
 
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.spec import ParamRange, StudySpec, parse_spec, searched_params
+from autotune.spec import SEARCH_PARAMS, ParamRange, StudySpec, parse_spec, searched_params
 
 NEAR = 0.1  # the outer tenth of a range counts as "at the bound"
 # Widening never goes past these: a learning rate of 0.1 already diverges LoRA on every model we
@@ -24,6 +24,7 @@ HARD_LIMITS: dict[str, tuple[float, float]] = {
     "batch_size": (1, 1024),
     "lora_alpha_ratio": (0.125, 64.0),
     "lora_dropout": (0.0, 0.5),
+    "loraplus_lr_ratio": (1.0, 64.0),  # LoRA+'s paper tries 2^0..2^6 (arXiv 2402.12354)
 }
 _WHOLE = ("rank", "batch_size")
 
@@ -80,8 +81,8 @@ def find_edges(params: dict[str, Any], spec: StudySpec) -> list[Edge]:
     """The searched parameters whose best value sits at a bound that can still be widened."""
     out = []
     for name, rng in searched_params(spec):
-        if name not in params or params[name] is None:
-            continue
+        if name not in params or params[name] is None or SEARCH_PARAMS[name].boolean:
+            continue  # a switch (use_dora) has no range to widen
         v = float(params[name])
         hit = _edge_of_choices(name, v, list(rng.choices)) if rng.choices is not None else _edge_of_range(v, rng)
         if hit is None:

@@ -84,6 +84,14 @@ class LoraSpec(_Strict):
     # high rank until it learns no more than a low one; alpha/sqrt(r) keeps higher ranks useful.
     # Off by default: the issue-10 race has not confirmed it on our tasks (docs/search.md).
     rslora: bool = Field(False, description="scale adapters by alpha/sqrt(rank) (rsLoRA) instead of alpha/rank")
+    # DoRA (Liu et al. 2024, arXiv 2402.09353): the weight split into a magnitude vector and a
+    # direction that LoRA adapts; peft's LoraConfig(use_dora=True). Costs time and memory per step.
+    use_dora: bool = Field(False, description="weight-decomposed LoRA (DoRA) through peft's use_dora")
+    # LoRA+ (Hayou et al. 2024, arXiv 2402.12354): B's learning rate is ratio x A's; the paper's
+    # best ratios are 2^4 on average. peft.optimizers.create_loraplus_optimizer builds the groups.
+    loraplus_lr_ratio: float | None = Field(
+        None, ge=1.0, description="LoRA+: B's learning rate over A's (None or 1: plain LoRA)"
+    )
 
 
 class ParamRange(_Strict):
@@ -140,6 +148,8 @@ class SearchSpec(_Strict):
     learning_rate: ParamRange = Field(default_factory=_default_lr)
     lora_alpha_ratio: ParamRange | None = None
     lora_dropout: ParamRange | None = None
+    use_dora: ParamRange | None = None  # {choices: [false, true]}
+    loraplus_lr_ratio: ParamRange | None = None
     expand_bounds: bool = Field(
         False, description="when the best sits at a bound, run a follow-up study with that bound widened"
     )
@@ -160,6 +170,7 @@ class SearchParam:
     integer: bool  # sampled as int (IntDistribution, int choices)
     ok: Callable[[float], bool]
     allowed: str  # the rule in words, for the error message
+    boolean: bool = False  # choices of false/true, sampled as bools
 
 
 # The one registry of searchable parameters, in the order they are sampled and shown. Everything
@@ -170,6 +181,8 @@ SEARCH_PARAMS: dict[str, SearchParam] = {
     "learning_rate": SearchParam(False, lambda v: 0 < v < 1, "in (0, 1)"),
     "lora_alpha_ratio": SearchParam(False, lambda v: v > 0, "> 0"),
     "lora_dropout": SearchParam(False, lambda v: 0 <= v < 1, "in [0, 1)"),
+    "use_dora": SearchParam(True, lambda v: v in (0, 1), "false or true", boolean=True),
+    "loraplus_lr_ratio": SearchParam(False, lambda v: v >= 1, ">= 1 (1: plain LoRA)"),
 }
 
 

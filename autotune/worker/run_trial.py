@@ -136,7 +136,7 @@ def _train(
     order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, group_by_length=True)
     eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = steps.make_optimizer(trainable, c, device)
+    opt = steps.make_optimizer(model, trainable, c, device)
     scaler = torch.amp.GradScaler(device.type) if prec.use_scaler else None
     step_fn = torch.compile(steps.forward_loss) if c.compile else steps.forward_loss
     losses = torch.zeros(n_steps, device=device)  # per-step train loss, read only at evaluations

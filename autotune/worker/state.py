@@ -118,6 +118,7 @@ def add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
         lora_alpha=c.lora_alpha,  # type: ignore[arg-type]  # peft accepts a float alpha
         lora_dropout=c.lora_dropout,
         use_rslora=c.use_rslora,
+        use_dora=c.use_dora,
         target_modules=resolve_target_modules(base, c.model.target_modules),
         task_type="CAUSAL_LM" if c.task == "causal-lm" else "SEQ_CLS",
     )

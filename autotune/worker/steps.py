@@ -31,17 +31,31 @@ def apply_thread_limit() -> None:
         torch.set_num_threads(int(n))
 
 
-def make_optimizer(trainable: list[torch.nn.Parameter], c: TrialConfig, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW on the trainable (LoRA, head) parameters: fused on CUDA, foreach elsewhere. The
-    calibration probe (autotune/estimate/probe.py) builds the same one, so it measures the trial."""
+def make_optimizer(
+    model: torch.nn.Module, trainable: list[torch.nn.Parameter], c: TrialConfig, device: torch.device
+) -> torch.optim.Optimizer:
+    """AdamW on the trainable (LoRA, head) parameters: fused on CUDA, foreach elsewhere. With LoRA+
+    (``loraplus_lr_ratio``), peft's ``create_loraplus_optimizer`` groups them: lora_B (and 1-d
+    weights such as DoRA's magnitudes) at ratio x lr, the rest at lr. The calibration probe
+    (autotune/estimate/probe.py) builds the same one, so it measures the trial."""
     fused_ok = device.type == "cuda"
-    return torch.optim.AdamW(
-        trainable,
-        lr=c.learning_rate,
-        weight_decay=c.weight_decay,
-        fused=fused_ok or None,
-        foreach=None if fused_ok else True,
-    )
+    kw: dict[str, Any] = {
+        "weight_decay": c.weight_decay,
+        "fused": fused_ok or None,
+        "foreach": None if fused_ok else True,
+    }
+    if c.loraplus_lr_ratio is not None:
+        from peft.optimizers import create_loraplus_optimizer
+
+        return create_loraplus_optimizer(
+            model,  # type: ignore[arg-type]  # a PeftModel
+            torch.optim.AdamW,
+            lr=c.learning_rate,
+            loraplus_lr_ratio=c.loraplus_lr_ratio,
+            loraplus_weight_decay=c.weight_decay,
+            **kw,
+        )
+    return torch.optim.AdamW(trainable, lr=c.learning_rate, **kw)
 
 
 def forward_loss(model: torch.nn.Module, batch: wdata.Batch) -> torch.Tensor:

@@ -23,6 +23,8 @@ EVERY_PARAM = {
     "learning_rate": {"low": 1e-3, "high": 1e-2, "log": True},
     "lora_alpha_ratio": {"choices": [1.0, 4.0]},
     "lora_dropout": {"low": 0.0, "high": 0.1},
+    "use_dora": {"choices": [False, True]},
+    "loraplus_lr_ratio": {"low": 1.0, "high": 16.0, "log": True},
 }
 
 
@@ -53,6 +55,8 @@ def test_every_search_parameter_end_to_end(
     config = trial_config(spec, p)
     assert config.lora_alpha == p["lora_alpha_ratio"] * p["rank"]
     assert config.lora_dropout == p["lora_dropout"]
+    assert config.use_dora is p["use_dora"]
+    assert config.loraplus_lr_ratio == p["loraplus_lr_ratio"]
 
     code, out, err = cli("best", "every", "--storage", db_url, "--format", "json")
     assert code == 0, err
@@ -71,4 +75,5 @@ def test_every_search_parameter_end_to_end(
         exported = list(csv.DictReader(fh))
     for rec, row in zip(exported, rows, strict=True):
         for name in SEARCH_PARAMS:
-            assert float(rec[name]) == row["params"][name], (name, rec[name])
+            value = row["params"][name]
+            assert (rec[name] == str(value)) if isinstance(value, bool) else float(rec[name]) == value, (name, rec)

@@ -102,3 +102,24 @@ def test_an_rslora_study_exports_rslora() -> None:
     ns = {}
     exec(peft_snippet("s", _row(), _spec()), ns)
     assert ns["lora_config"].use_rslora is False
+
+
+def test_a_dora_and_loraplus_trial_leaves_as_a_peft_config_and_an_optimizer_line() -> None:
+    """A searched use_dora=True reaches LoraConfig (and `export --peft-config`); LoRA+ is no
+    LoraConfig field, so the snippet shows peft's optimizer call with the trial's ratio."""
+    import peft
+
+    search = {**tiny_spec()["search"], "use_dora": {"choices": [False, True]},
+              "loraplus_lr_ratio": {"low": 1.0, "high": 16.0, "log": True}}  # fmt: skip
+    spec = parse_spec(tiny_spec(search=search))
+    row = _row(params={"rank": 8, "batch_size": 16, "learning_rate": 2e-3, "use_dora": True, "loraplus_lr_ratio": 8.0})
+    kw = lora_kwargs(row, spec)
+    assert kw["use_dora"] is True
+    assert peft.LoraConfig(**kw).use_dora
+    text = peft_snippet("s", row, spec)
+    assert "    use_dora=True," in text
+    assert "loraplus_lr_ratio=8.0" in text and "create_loraplus_optimizer" in text
+    compile(text, "snippet", "exec")
+    plain = lora_kwargs(_row(), _spec())
+    assert "use_dora" not in plain
+    assert "loraplus" not in peft_snippet("s", _row(), _spec())
