@@ -47,6 +47,11 @@ def add_train_parser(sub: Any) -> None:
         default="auto",
         help="auto, cpu, or GPU ids like 0,1 (fits run one after another on the first listed GPU)",
     )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="also write DIR/merged: the base model with the adapter merged in (loads without peft)",
+    )
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
 
 
@@ -118,6 +123,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         train_examples=args.train_examples,
         epochs=args.epochs,
         cache_dir=args.cache_dir,
+        merge=args.merge,
     )
     try:
         return train(resolve_url(args.storage), args.study, Path(args.out), opts)

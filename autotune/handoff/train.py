@@ -38,6 +38,7 @@ class TrainOptions:
     train_examples: int | None = None
     epochs: float | None = None
     cache_dir: str | None = None
+    merge: bool = False  # also write the base model with the best adapter merged in (DIR/merged)
 
 
 def load_trained(path: str | Path, device: str = "cpu") -> tuple[Any, Any, dict[str, Any]]:
@@ -167,6 +168,10 @@ def _run(
             )
         best = min(done, key=lambda f: (f.result.score, f.trial["trial_number"]))  # type: ignore[union-attr]
         layout(tmp, out, fits, best, study, spec, budget, n_train, labels)
+        if opts.merge:
+            from autotune.worker.fit import MERGED, save_merged
+
+            save_merged(tmp, tmp / MERGED)  # before the rename: the output still appears all at once
         if out.exists():
             out.rmdir()  # an empty directory given as --out (checked at the start)
         os.replace(tmp, out)

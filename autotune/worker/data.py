@@ -6,6 +6,7 @@ and a slice to the longest row in it (dynamic padding), with no Python loop over
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,14 +162,25 @@ def make_batch(split: TokenizedSplit, idx: np.ndarray, device: torch.device) -> 
     if labels.dim() == 2:
         labels = labels[:, :width]
     tt = split.token_type_ids.index_select(0, t_idx)[:, :width] if split.token_type_ids is not None else None
-    nb = device.type == "cuda"
     return Batch(
-        input_ids=ids.to(device, non_blocking=nb),
-        attention_mask=mask.to(device, non_blocking=nb),
-        labels=labels.to(device, non_blocking=nb),
-        token_type_ids=tt.to(device, non_blocking=nb) if tt is not None else None,
+        input_ids=to_device(ids, device),
+        attention_mask=to_device(mask, device),
+        labels=to_device(labels, device),
+        token_type_ids=to_device(tt, device) if tt is not None else None,
         n_tokens=int(lens.sum()),
     )
+
+
+# A copy to the GPU from pageable host memory is staged through a pinned buffer and waits for it;
+# from pinned memory it is a DMA that overlaps the step before it (non_blocking). AUTOTUNE_PIN=0
+# turns it off, for bench/gpu_check.sh's pinned-vs-pageable figure. On a CPU nothing is copied.
+PIN = os.environ.get("AUTOTUNE_PIN", "1") != "0"
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    if device.type != "cuda":
+        return t
+    return (t.pin_memory() if PIN else t).to(device, non_blocking=True)
 
 
 def train_order(

@@ -74,6 +74,19 @@ def load_trained(path: str | Path, device: str = "cpu") -> tuple[torch.nn.Module
     return model, tokenizer, info
 
 
+MERGED = "merged"  # the sub-directory of `autotune train --merge`
+
+
+def save_merged(path: str | Path, out_dir: str | Path) -> None:
+    """The adapter `autotune train` saved in ``path``, merged into its base model
+    (``merge_and_unload``) and saved with the tokenizer by ``save_pretrained``: a plain model that
+    loads with ``AutoModelFor*.from_pretrained`` and no peft."""
+    model, tokenizer, _ = load_trained(path)
+    merged = model.merge_and_unload()  # type: ignore[operator]
+    merged.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+
+
 def evaluate_trained(path: str | Path) -> tuple[float, float | None]:
     """Validation loss (and accuracy) of a saved adapter, on the study's validation split, the way
     the fit measured it: the check that what was saved is what was trained."""

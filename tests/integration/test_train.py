@@ -158,6 +158,47 @@ def test_train_top2_seq_cls_checks_the_ranking_and_keeps_the_head(cls_url: str, 
     assert acc == pytest.approx(info["metrics"]["accuracy"])
 
 
+_MERGED = """
+import json, sys
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+from autotune.trial import config_from_json
+from autotune.worker import data as wdata
+from autotune.worker.fit import evaluate_trained
+from autotune.worker.precision import pick_precision
+from autotune.worker.state import prepare_data
+from autotune.worker.steps import evaluate
+out = sys.argv[1]
+c = config_from_json(json.load(open(f"{out}/autotune_train.json"))["config"])
+cls = AutoModelForCausalLM if c.task == "causal-lm" else AutoModelForSequenceClassification
+merged = cls.from_pretrained(f"{out}/merged").eval()
+entry = prepare_data(c)
+order = wdata.eval_batches(entry.data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
+dev = torch.device("cpu")
+print(json.dumps([evaluate(merged, entry.data.validation, order, dev, pick_precision("fp32", dev))[0],
+                  evaluate_trained(out)[0]]))
+"""
+
+
+@pytest.mark.parametrize("study", ["lm", "cls"])
+def test_merge_writes_a_plain_model_that_scores_as_base_plus_adapter(
+    study: str, lm_url: str, cls_url: str, cli: CliFn, tmp_path: Path
+) -> None:
+    """`train --merge`: DIR/merged holds the base model with the adapter (and a seq-cls head)
+    merged in; it loads with plain from_pretrained and gives base + adapter's validation loss."""
+    url = lm_url if study == "lm" else cls_url
+    out = tmp_path / "m"
+    code, _, err = cli("train", study, "--storage", url, "--out", str(out), "--train-examples", "128", "--merge")
+    assert code == 0, err
+    merged = out / "merged"
+    assert (merged / "config.json").is_file() and (merged / "model.safetensors").is_file()
+    assert not (merged / "adapter_config.json").exists()  # a plain model: no peft needed to load it
+    proc = subprocess.run([sys.executable, "-c", _MERGED, str(out)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plain, with_adapter = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert plain == pytest.approx(with_adapter, rel=1e-4)
+
+
 def test_unknown_trial_is_one_line(lm_url: str, cli: CliFn, tmp_path: Path) -> None:
     out = tmp_path / "x"
     code, stdout, err = cli("train", "lm", "--storage", lm_url, "--out", str(out), "--trial", "99")
@@ -307,7 +348,7 @@ def test_minilm_from_a_local_directory_reloads_with_plain_peft(cli: CliFn, tmp_p
     spec["n_trials"] = 1
     url = _study(tmp_path, "qs", spec, 1)
     out = tmp_path / "qs-adapter"
-    code, _, err = cli("train", "quickstart", "--storage", url, "--out", str(out), "--train-examples", "64")
+    code, _, err = cli("train", "quickstart", "--storage", url, "--out", str(out), "--train-examples", "64", "--merge")
     assert code == 0, err
     info = json.loads((out / "autotune_train.json").read_text())
     assert info["base_model"] == model_dir
@@ -318,3 +359,8 @@ def test_minilm_from_a_local_directory_reloads_with_plain_peft(cli: CliFn, tmp_p
     assert proc.returncode == 0, proc.stderr[-2000:]
     val = json.loads(proc.stdout.strip().splitlines()[-1])
     assert val == pytest.approx(info["metrics"]["val_loss"], rel=1e-4)
+    # --merge: BERT with the adapter and the trained head merged in, loaded without peft
+    proc = subprocess.run([sys.executable, "-c", _MERGED, str(out)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plain, with_adapter = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert plain == pytest.approx(with_adapter, rel=1e-4)
