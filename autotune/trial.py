@@ -86,6 +86,7 @@ class TrialConfig:
     use_rslora: bool = False  # peft's LoraConfig(use_rslora=...): alpha/sqrt(rank) scaling
     use_dora: bool = False  # peft's LoraConfig(use_dora=...): DoRA's magnitude vectors
     loraplus_lr_ratio: float | None = None  # LoRA+: B's lr over A's (peft's create_loraplus_optimizer)
+    gradient_checkpointing: bool = False  # memory.gradient_checkpointing: recompute activations
     # The validation split's seed (and a tiny model's base weights: the task's, not the trial's);
     # None: ``seed``. A replicate changes ``seed`` alone, so it is scored on the same split.
     split_seed: int | None = None
@@ -135,6 +136,7 @@ def trial_config(
         use_rslora=spec.lora.rslora,
         use_dora=bool(params.get("use_dora", spec.lora.use_dora)),
         loraplus_lr_ratio=_ratio(params.get("loraplus_lr_ratio", spec.lora.loraplus_lr_ratio)),
+        gradient_checkpointing=spec.memory.gradient_checkpointing == "on",
     )
 
 
@@ -212,3 +214,4 @@ class TrialResult:
     # A crash that is a property of the spec (no such target module, a sequence longer than the
     # model takes): the run stops at once instead of retrying it (autotune.study.guard).
     spec_error: bool = False
+    gradient_checkpointing: bool = False  # the trial ran with activations recomputed

@@ -234,6 +234,19 @@ class ObjectiveSpec(_Strict):
         return self
 
 
+class MemorySpec(_Strict):
+    """Ways to trade compute for memory. ``gradient_checkpointing: on`` recomputes activations in
+    the backward pass instead of keeping them (the model's own ``gradient_checkpointing_enable``,
+    with peft's input-grad hook for the frozen embeddings): a lower peak, a slower step."""
+
+    gradient_checkpointing: Literal["off", "on"] = "off"
+
+    @field_validator("gradient_checkpointing", mode="before")
+    @classmethod
+    def _yaml_bool(cls, v: Any) -> Any:
+        return {False: "off", True: "on"}.get(v, v) if isinstance(v, bool) else v  # YAML reads off/on as bools
+
+
 class SamplerSpec(_Strict):
     name: Literal["tpe", "random", "grid", "gp", "qmc", "cmaes"] = "tpe"
     n_startup_trials: int | None = Field(None, ge=0)
@@ -255,6 +268,7 @@ class StudySpec(_Strict):
     search: SearchSpec = SearchSpec()
     budget: BudgetSpec = BudgetSpec()
     objective: ObjectiveSpec = ObjectiveSpec()
+    memory: MemorySpec = MemorySpec()
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec = PrunerSpec()
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"

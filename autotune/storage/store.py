@@ -246,6 +246,7 @@ class Store:
             optimizer_steps=r.optimizer_steps,
             examples_seen=r.examples_seen,
             target_modules=r.target_modules,
+            gradient_checkpointing=r.gradient_checkpointing,
         )
         with self._tx(write=True) as conn:
             n = conn.execute(

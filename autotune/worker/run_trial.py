@@ -82,6 +82,7 @@ def run_trial(
         with meter:
             model = state.add_adapters(base, config)
             result.target_modules = wrapped_modules(model)
+            result.gradient_checkpointing = config.gradient_checkpointing
             steps.sync(device)
             result.setup_time_s = time.perf_counter() - t_start
             _train(model, entry.data, config, device, prec, report, interrupt, result, t_start)

@@ -34,6 +34,7 @@ class DataEntry:
 
 
 MODELS = BaseModelCache()
+_CHECKPOINTED: set[int] = set()  # peft models whose base runs with gradient checkpointing
 DATA: dict[tuple[Any, ...], DataEntry] = {}
 
 
@@ -123,6 +124,12 @@ def add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
         task_type="CAUSAL_LM" if c.task == "causal-lm" else "SEQ_CLS",
     )
     model = get_peft_model(base, lcfg)
+    if c.gradient_checkpointing:
+        # the frozen embeddings' output needs requires_grad, or no gradient reaches the adapters
+        # through the recomputed blocks: peft's hook does that (undone in remove_adapters)
+        base.activation_checkpointing_enable()  # type: ignore[operator]  # transformers 5 name of gradient_checkpointing_enable
+        model.enable_input_require_grads()
+        _CHECKPOINTED.add(id(model))
     for p in model.parameters():
         if p.requires_grad and p.dtype != torch.float32:
             p.data = p.data.float()  # trainable weights and AdamW state in fp32 under any autocast
@@ -132,6 +139,10 @@ def add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
 def remove_adapters(model: torch.nn.Module) -> None:
     # unload() takes the LoRA layers out; it leaves the trained head copy in place of the head,
     # so the head is put back to its initial weights for the next trial.
+    if id(model) in _CHECKPOINTED:  # the cached base model runs the next trial as it was loaded
+        _CHECKPOINTED.discard(id(model))
+        model.disable_input_require_grads()  # type: ignore[operator]
+        model.base_model.model.activation_checkpointing_disable()  # type: ignore[union-attr,operator]
     model.unload()  # type: ignore[operator]
     MODELS.restore_head()
 

@@ -62,3 +62,30 @@ def test_loraplus_gives_lora_b_its_own_learning_rate(tmp_path: Path, ratio: floa
         state.remove_adapters(model)
     plain = trial_config(parse_spec(tiny_spec(lora={"loraplus_lr_ratio": 1.0})), PARAMS)
     assert plain.loraplus_lr_ratio is None  # a ratio of 1 is plain LoRA: one learning rate
+
+
+def test_gradient_checkpointing_gives_the_same_losses_at_a_lower_peak(tmp_path: Path) -> None:
+    """memory.gradient_checkpointing: on recomputes activations: the same trial's losses agree to
+    float32 rounding (1e-5 relative), its measured peak is lower, and the next trial in the
+    process runs without it again."""
+    from autotune.worker.memory import memory_kind
+
+    if memory_kind("cpu") != "cpu_allocated_above_baseline":
+        pytest.skip("needs glibc's allocated-bytes meter: RSS cannot resolve this difference")
+    big = {"tiny": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 512}}
+    params = {"rank": 8, "batch_size": 64, "learning_rate": 2e-3}
+
+    def run(mode: str) -> object:
+        spec = parse_spec(tiny_spec(model={"name": "tiny", **big}, memory={"gradient_checkpointing": mode},
+                                    data={"max_length": 64}))  # fmt: skip
+        r = run_trial(trial_config(spec, params, str(tmp_path)), lambda k, s: False)
+        assert r.state == TrialState.COMPLETE, r.error
+        return r
+
+    off, on, off_again = run("off"), run("on"), run("off")
+    assert on.gradient_checkpointing and not off.gradient_checkpointing  # type: ignore[attr-defined]
+    assert on.val_loss == pytest.approx(off.val_loss, rel=1e-5)  # type: ignore[attr-defined]
+    assert on.train_loss == pytest.approx(off.train_loss, rel=1e-5)  # type: ignore[attr-defined]
+    assert on.peak_memory_mb < off.peak_memory_mb  # type: ignore[attr-defined]
+    assert off_again.val_loss == off.val_loss  # type: ignore[attr-defined]
+    print(f"checkpointing: peak {off.peak_memory_mb:.1f} -> {on.peak_memory_mb:.1f} MB")  # type: ignore[attr-defined]
