@@ -144,7 +144,8 @@ def _one_line(err: BaseException) -> str:
     # Database drivers can echo a URL: never let a password through.
     for word in text.split():
         if "://" in word and "@" in word:
-            text = text.replace(word, redact(word.strip("'\"(),:;")))  # "URL:" is the URL
+            core = word.strip("'\"(),:;")  # "URL:" is the URL and its colon: keep the colon
+            text = text.replace(core, redact(core))
     return text
 
 
