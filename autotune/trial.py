@@ -97,8 +97,11 @@ class TrialConfig:
 
 
 def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, float]:
-    """(rank, lora_alpha, lora_dropout) of one trial: searched values, else the spec's."""
+    """(rank, lora_alpha, lora_dropout) of one trial: searched values, else the spec's; the rank
+    rounded up to a multiple of ``lora.align_rank`` (and alpha follows it)."""
     rank = int(params["rank"])
+    if spec.lora.align_rank:
+        rank = -(-rank // spec.lora.align_rank) * spec.lora.align_rank
     alpha_ratio = float(params.get("lora_alpha_ratio", spec.lora.alpha_ratio))
     return rank, alpha_ratio * rank, float(params.get("lora_dropout", spec.lora.dropout))
 
@@ -215,3 +218,4 @@ class TrialResult:
     # model takes): the run stops at once instead of retrying it (autotune.study.guard).
     spec_error: bool = False
     gradient_checkpointing: bool = False  # the trial ran with activations recomputed
+    rank_used: int | None = None  # the LoRA rank trained (lora.align_rank may round the sampled one up)

@@ -224,6 +224,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     for path in args.spec:
         spec = load_spec(path)
+        _rank_note(path, spec)
         if not args.no_data:
             from autotune.inputs.check import check_inputs
 
@@ -236,6 +237,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             print(f"{path}: ok (study '{spec.name}')")
     return 0
+
+
+def _rank_note(path: str, spec: Any) -> None:
+    """A GPU study (bf16/fp16) that searches ranks off tensor cores' multiples of 8."""
+    rng = spec.search.rank
+    ranks = (
+        [int(v) for v in rng.choices]
+        if rng.choices is not None
+        else list(range(int(rng.low), int(rng.high) + 1, int(rng.step or 1)))
+    )
+    if spec.precision in ("bf16", "fp16") and not spec.lora.align_rank and any(r % 8 for r in ranks):
+        odd = ", ".join(str(r) for r in ranks if r % 8)
+        print(
+            f"note: {path}: ranks {odd} are not multiples of 8, which tensor cores pad to anyway; "
+            "lora.align_rank: 8 trains them as the next multiple",
+            file=sys.stderr,
+        )
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

@@ -87,6 +87,9 @@ class LoraSpec(_Strict):
     # DoRA (Liu et al. 2024, arXiv 2402.09353): the weight split into a magnitude vector and a
     # direction that LoRA adapts; peft's LoraConfig(use_dora=True). Costs time and memory per step.
     use_dora: bool = Field(False, description="weight-decomposed LoRA (DoRA) through peft's use_dora")
+    # Tensor cores take matrix dimensions in multiples of 8 (fp16/bf16; NVIDIA's "Matrix
+    # Multiplication Background" guide): a rank of 12 pads to 16 inside the GEMM anyway.
+    align_rank: int | None = Field(None, ge=1, description="round every rank up to a multiple of this (8 on CUDA)")
     # LoRA+ (Hayou et al. 2024, arXiv 2402.12354): B's learning rate is ratio x A's; the paper's
     # best ratios are 2^4 on average. peft.optimizers.create_loraplus_optimizer builds the groups.
     loraplus_lr_ratio: float | None = Field(

@@ -247,6 +247,7 @@ class Store:
             examples_seen=r.examples_seen,
             target_modules=r.target_modules,
             gradient_checkpointing=r.gradient_checkpointing,
+            rank_used=r.rank_used,
         )
         with self._tx(write=True) as conn:
             n = conn.execute(

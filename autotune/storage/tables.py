@@ -75,6 +75,7 @@ trials = Table(
     Column("error", Text, nullable=True),
     Column("target_modules", JSON, nullable=True),  # the module names that got adapters (resolved preset)
     Column("gradient_checkpointing", Boolean, nullable=True),  # ran with activations recomputed (0005)
+    Column("rank_used", Integer, nullable=True),  # the rank trained, after lora.align_rank (0005)
     Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
     Column("requeued", Boolean, nullable=False, default=False),  # a retry of this trial was queued
     Column("worker", String(256), nullable=True),  # host:pid, for reaping dead local workers

@@ -83,6 +83,7 @@ def run_trial(
             model = state.add_adapters(base, config)
             result.target_modules = wrapped_modules(model)
             result.gradient_checkpointing = config.gradient_checkpointing
+            result.rank_used = config.rank
             steps.sync(device)
             result.setup_time_s = time.perf_counter() - t_start
             _train(model, entry.data, config, device, prec, report, interrupt, result, t_start)

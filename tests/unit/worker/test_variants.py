@@ -89,3 +89,19 @@ def test_gradient_checkpointing_gives_the_same_losses_at_a_lower_peak(tmp_path: 
     assert on.peak_memory_mb < off.peak_memory_mb  # type: ignore[attr-defined]
     assert off_again.val_loss == off.val_loss  # type: ignore[attr-defined]
     print(f"checkpointing: peak {off.peak_memory_mb:.1f} -> {on.peak_memory_mb:.1f} MB")  # type: ignore[attr-defined]
+
+
+def test_align_rank_rounds_the_rank_up_and_the_trial_records_it(tmp_path: Path) -> None:
+    from autotune.handoff.snippets import lora_kwargs
+
+    spec = parse_spec(tiny_spec(lora={"align_rank": 8, "alpha_ratio": 2.0}))
+    c = trial_config(spec, {**PARAMS, "rank": 12}, str(tmp_path))
+    assert (c.rank, c.lora_alpha) == (16, 32.0)
+    assert (
+        lora_kwargs({"params": {**PARAMS, "rank": 12}, "target_modules": None}, spec)["r"] == 16
+    )  # exported as trained
+    r = run_trial(trial_config(spec, {**PARAMS, "rank": 4}, str(tmp_path)), lambda k, s: False)
+    assert r.state == TrialState.COMPLETE, r.error
+    assert r.rank_used == 8
+    plain = trial_config(parse_spec(tiny_spec()), {**PARAMS, "rank": 12})
+    assert plain.rank == 12

@@ -1,4 +1,5 @@
-"""whether a trial ran with gradient checkpointing (memory.gradient_checkpointing)
+"""whether a trial ran with gradient checkpointing (memory.gradient_checkpointing), and the rank it
+trained (lora.align_rank rounds the sampled one up)
 
 Revision ID: 0005_checkpointing
 Revises: 0004_calibration
@@ -19,8 +20,10 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("autotune_trials") as batch:
         batch.add_column(sa.Column("gradient_checkpointing", sa.Boolean(), nullable=True))
+        batch.add_column(sa.Column("rank_used", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("autotune_trials") as batch:
+        batch.drop_column("rank_used")
         batch.drop_column("gradient_checkpointing")
