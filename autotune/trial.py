@@ -112,7 +112,7 @@ def trial_config(
     """Join a spec and one trial's sampled params into a flat TrialConfig. ``train_seed``
     replaces the spec's training seed (``train_seed``, else ``seed``); the split stays ``seed``'s."""
     rank, alpha, dropout = lora_values(spec, params)
-    tm = spec.lora.target_modules
+    tm = params.get("target_modules", spec.lora.target_modules)  # a searched placement, else the spec's
     return TrialConfig(
         rank=rank,
         batch_size=int(params["batch_size"]),

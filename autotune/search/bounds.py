@@ -81,10 +81,15 @@ def find_edges(params: dict[str, Any], spec: StudySpec) -> list[Edge]:
     """The searched parameters whose best value sits at a bound that can still be widened."""
     out = []
     for name, rng in searched_params(spec):
-        if name not in params or params[name] is None or SEARCH_PARAMS[name].boolean:
-            continue  # a switch (use_dora) has no range to widen
+        rule = SEARCH_PARAMS[name]
+        if name not in params or params[name] is None or rule.boolean or rule.names is not None:
+            continue  # a switch (use_dora) or a named choice (placement) has no range to widen
         v = float(params[name])
-        hit = _edge_of_choices(name, v, list(rng.choices)) if rng.choices is not None else _edge_of_range(v, rng)
+        hit = (
+            _edge_of_choices(name, v, [float(c) for c in rng.choices])
+            if rng.choices is not None
+            else _edge_of_range(v, rng)
+        )
         if hit is None:
             continue
         side, bound, to = hit

@@ -14,6 +14,8 @@ def _dist(name: str, rng: ParamRange) -> BaseDistribution:
     integer = SEARCH_PARAMS[name].integer
     if rng.choices is not None and SEARCH_PARAMS[name].boolean:
         return CategoricalDistribution([bool(v) for v in rng.choices])
+    if rng.choices is not None and SEARCH_PARAMS[name].names is not None:
+        return CategoricalDistribution([str(v) for v in rng.choices])
     if rng.choices is not None:
         vals: list[Any] = [int(v) for v in rng.choices] if integer else [float(v) for v in rng.choices]
         return CategoricalDistribution(vals)

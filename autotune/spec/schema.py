@@ -63,7 +63,7 @@ class DataSpec(_Strict):
         return self
 
 
-TARGET_PRESETS = ("auto", "attention", "all-linear")
+TARGET_PRESETS = ("auto", "attention", "attention+mlp", "all-linear")
 
 
 class LoraSpec(_Strict):
@@ -100,7 +100,7 @@ class LoraSpec(_Strict):
 class ParamRange(_Strict):
     """Either ``choices`` or ``low``/``high`` (with ``log`` for a log scale)."""
 
-    choices: list[float] | None = None
+    choices: list[float] | list[str] | None = None  # names only for a parameter of named choices
     low: float | None = None
     high: float | None = None
     log: bool = False
@@ -153,6 +153,7 @@ class SearchSpec(_Strict):
     lora_dropout: ParamRange | None = None
     use_dora: ParamRange | None = None  # {choices: [false, true]}
     loraplus_lr_ratio: ParamRange | None = None
+    target_modules: ParamRange | None = None  # {choices: [attention, attention+mlp, all-linear]}: placement
     expand_bounds: bool = Field(
         False, description="when the best sits at a bound, run a follow-up study with that bound widened"
     )
@@ -160,7 +161,15 @@ class SearchSpec(_Strict):
     @model_validator(mode="after")
     def _values(self) -> SearchSpec:
         for name, rule in SEARCH_PARAMS.items():
-            for v in _bounds(getattr(self, name)):
+            rng = getattr(self, name)
+            named = rng is not None and rng.choices is not None and any(isinstance(v, str) for v in rng.choices)
+            if rule.names is not None:
+                if rng is not None and (not named or not set(rng.choices) <= set(rule.names)):
+                    raise ValueError(f"{name} takes choices of {', '.join(rule.names)}")
+                continue
+            if named:
+                raise ValueError(f"{name} values must be numbers ({rule.allowed})")
+            for v in _bounds(rng):
                 if (rule.integer and not float(v).is_integer()) or not rule.ok(v):
                     raise ValueError(f"{name} values must be {rule.allowed}, got {v}")
         return self
@@ -174,6 +183,7 @@ class SearchParam:
     ok: Callable[[float], bool]
     allowed: str  # the rule in words, for the error message
     boolean: bool = False  # choices of false/true, sampled as bools
+    names: tuple[str, ...] | None = None  # named choices (no range, no order), e.g. placement presets
 
 
 # The one registry of searchable parameters, in the order they are sampled and shown. Everything
@@ -186,6 +196,7 @@ SEARCH_PARAMS: dict[str, SearchParam] = {
     "lora_dropout": SearchParam(False, lambda v: 0 <= v < 1, "in [0, 1)"),
     "use_dora": SearchParam(True, lambda v: v in (0, 1), "false or true", boolean=True),
     "loraplus_lr_ratio": SearchParam(False, lambda v: v >= 1, ">= 1 (1: plain LoRA)"),
+    "target_modules": SearchParam(False, lambda v: True, "presets", names=TARGET_PRESETS),
 }
 
 
@@ -203,11 +214,11 @@ if list(SEARCH_PARAMS) != _range_fields():
 
 
 def _bounds(rng: ParamRange | None) -> list[float]:
-    """The choices of a parameter, or the two ends of its range."""
+    """The choices of a numeric parameter, or the two ends of its range."""
     if rng is None:
         return []
     if rng.choices is not None:
-        return list(rng.choices)
+        return [float(v) for v in rng.choices]
     return [v for v in (rng.low, rng.high) if v is not None]
 
 

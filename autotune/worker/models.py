@@ -151,6 +151,35 @@ _ATTENTION_NAMES = (
 )
 
 
+# The feed-forward block's projections, by architecture: llama/mistral/qwen (gate/up/down_proj), OPT
+# and Phi (fc1, fc2), GPT-2 (c_fc, mlp.c_proj), Falcon and GPT-NeoX (dense_h_to_4h, dense_4h_to_h),
+# BERT (intermediate.dense and the layer's output.dense; suffixes, since "dense" alone is also the
+# pooler). The preset "attention+mlp" is the attention projections and these.
+_MLP_NAMES = (
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "fc1",
+    "fc2",
+    "c_fc",
+    "mlp.c_proj",
+    "dense_h_to_4h",
+    "dense_4h_to_h",
+    "intermediate.dense",
+    "output.dense",
+    "w1",
+    "w2",
+    "w3",
+)
+
+
+def _linear_names(model: torch.nn.Module, wanted: tuple[str, ...]) -> list[str]:
+    """The entries of ``wanted`` (short names or dotted suffixes, as peft matches them) that name
+    at least one Linear layer of ``model``."""
+    linear = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    return sorted(w for w in wanted if any(n == w or n.endswith("." + w) for n in linear))
+
+
 def resolve_target_modules(model: torch.nn.Module, preset: str | tuple[str, ...]) -> list[str] | str | None:
     if isinstance(preset, tuple):
         names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
@@ -162,26 +191,43 @@ def resolve_target_modules(model: torch.nn.Module, preset: str | tuple[str, ...]
         return None
     if preset == "all-linear":
         return "all-linear"
-    if preset == "attention":
-        found = sorted(
-            {
-                n.rsplit(".", 1)[-1]
-                for n, m in model.named_modules()
-                if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] in _ATTENTION_NAMES
-            }
-        )
+    if preset in ("attention", "attention+mlp"):
+        found = _linear_names(model, _ATTENTION_NAMES)
         if not found:
-            raise ModelError("lora.target_modules: the 'attention' preset found no attention projections")
+            raise ModelError(f"lora.target_modules: the '{preset}' preset found no attention projections")
+        if preset == "attention+mlp":
+            mlp = _linear_names(model, _MLP_NAMES)
+            if not mlp:
+                raise ModelError("lora.target_modules: the 'attention+mlp' preset found no feed-forward projections")
+            found = sorted({*found, *mlp})
         return found
-    raise ModelError(f"lora.target_modules: unknown preset '{preset}' (auto, attention, all-linear, or a list)")
+    raise ModelError(
+        f"lora.target_modules: unknown preset '{preset}' (auto, attention, attention+mlp, all-linear, or a list)"
+    )
 
 
 def wrapped_modules(model: torch.nn.Module) -> list[str]:
-    """The short names of the modules peft put LoRA adapters on: the resolved form of a preset
-    (for "auto", peft's per-architecture default), ready for a user's own ``LoraConfig``."""
+    """The names of the modules peft put LoRA adapters on: the resolved form of a preset (for
+    "auto", peft's per-architecture default), ready for a user's own ``LoraConfig``. Each is the
+    shortest dotted suffix that names wrapped layers only (``output.dense``, not BERT's ``dense``,
+    which is also the unwrapped pooler), so the same names wrap the same layers again."""
     from peft.tuners.lora import LoraLayer
 
-    return sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, LoraLayer)})
+    def base(n: str) -> str:  # peft nests the wrapped layer: drop its "base_model.model." prefix
+        return n.removeprefix("base_model.model.")
+
+    mods = [(base(n), isinstance(m, LoraLayer)) for n, m in model.named_modules()]
+    wrapped = {n for n, w in mods if w}
+    others = [n for n, w in mods if not w and not any(n.startswith(x + ".") for x in wrapped)]
+    out: set[str] = set()
+    for n in wrapped:
+        parts = n.split(".")
+        for k in range(1, len(parts) + 1):
+            suffix = ".".join(parts[-k:])
+            if not any(o == suffix or o.endswith("." + suffix) for o in others if o.rsplit(".", 1)[-1] == parts[-1]):
+                out.add(suffix)
+                break
+    return sorted(out)
 
 
 # The task heads peft trains as a copy for SEQ_CLS (its default modules_to_save).

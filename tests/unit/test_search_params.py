@@ -25,6 +25,7 @@ EVERY_PARAM = {
     "lora_dropout": {"low": 0.0, "high": 0.1},
     "use_dora": {"choices": [False, True]},
     "loraplus_lr_ratio": {"low": 1.0, "high": 16.0, "log": True},
+    "target_modules": {"choices": ["attention", "attention+mlp"]},
 }
 
 
@@ -57,6 +58,11 @@ def test_every_search_parameter_end_to_end(
     assert config.lora_dropout == p["lora_dropout"]
     assert config.use_dora is p["use_dora"]
     assert config.loraplus_lr_ratio == p["loraplus_lr_ratio"]
+    assert config.model.target_modules == p["target_modules"]
+    # the placement each trial ran is stored resolved: attention alone, or with the MLP too
+    for row in rows:
+        mlp = {"down_proj", "gate_proj", "up_proj"} & set(row["target_modules"])
+        assert bool(mlp) == (row["params"]["target_modules"] == "attention+mlp"), row
 
     code, out, err = cli("best", "every", "--storage", db_url, "--format", "json")
     assert code == 0, err
@@ -76,4 +82,7 @@ def test_every_search_parameter_end_to_end(
     for rec, row in zip(exported, rows, strict=True):
         for name in SEARCH_PARAMS:
             value = row["params"][name]
-            assert (rec[name] == str(value)) if isinstance(value, bool) else float(rec[name]) == value, (name, rec)
+            assert (rec[name] == str(value)) if isinstance(value, bool | str) else float(rec[name]) == value, (
+                name,
+                rec,
+            )

@@ -109,3 +109,14 @@ def test_search_registry_covers_every_search_field() -> None:
     ranges = [n for n, f in SearchSpec.model_fields.items() if "ParamRange" in str(f.annotation)]
     assert list(SEARCH_PARAMS) == ranges
     assert "expand_bounds" not in SEARCH_PARAMS  # an option of the search, not a parameter
+
+
+def test_placement_takes_presets_and_numbers_take_numbers() -> None:
+    ok = parse_spec(tiny_spec(search={"target_modules": {"choices": ["attention", "attention+mlp", "all-linear"]}}))
+    assert ok.search.target_modules is not None
+    with pytest.raises(SpecError, match="target_modules takes choices of auto, attention, attention\\+mlp, all-linear"):
+        parse_spec(tiny_spec(search={"target_modules": {"choices": ["attention", "mlp-only"]}}))
+    with pytest.raises(SpecError, match="target_modules takes choices"):
+        parse_spec(tiny_spec(search={"target_modules": {"low": 1, "high": 2}}))
+    with pytest.raises(SpecError, match="rank values must be numbers"):
+        parse_spec(tiny_spec(search={"rank": {"choices": ["eight", "sixteen"]}}))

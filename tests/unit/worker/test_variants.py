@@ -105,3 +105,32 @@ def test_align_rank_rounds_the_rank_up_and_the_trial_records_it(tmp_path: Path) 
     assert r.rank_used == 8
     plain = trial_config(parse_spec(tiny_spec()), {**PARAMS, "rank": 12})
     assert plain.rank == 12
+
+
+def test_attention_mlp_placement_and_names_that_wrap_the_same_layers_again() -> None:
+    """The 'attention+mlp' preset on a llama and on a BERT; the stored names are suffixes that,
+    given back to peft, wrap exactly the layers the trial wrapped (BERT's pooler is a 'dense' too)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import BertConfig, BertForSequenceClassification, LlamaConfig, LlamaForCausalLM
+
+    from autotune.worker.models import resolve_target_modules, wrapped_modules
+
+    small = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+    llama = LlamaForCausalLM(LlamaConfig(**small, num_attention_heads=2, num_key_value_heads=2))
+    bert = BertForSequenceClassification(BertConfig(**small, num_attention_heads=2, num_labels=3))
+    expected = {
+        "llama": ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"],
+        "bert": ["intermediate.dense", "key", "output.dense", "query", "value"],
+    }
+    for name, model in (("llama", llama), ("bert", bert)):
+        names = resolve_target_modules(model, "attention+mlp")
+        task = "CAUSAL_LM" if name == "llama" else "SEQ_CLS"
+        peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=names, task_type=task))
+        stored = wrapped_modules(peft_model)
+        assert stored == expected[name], stored
+        layers = sorted(n for n, m in peft_model.named_modules() if hasattr(m, "lora_A") and hasattr(m, "base_layer"))
+        assert not any(n.endswith("pooler.dense") for n in layers)
+        again = get_peft_model(peft_model.unload(), LoraConfig(r=4, target_modules=stored, task_type=task))
+        assert (
+            sorted(n for n, m in again.named_modules() if hasattr(m, "lora_A") and hasattr(m, "base_layer")) == layers
+        )
