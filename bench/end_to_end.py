@@ -58,14 +58,35 @@ FRESH_SEEDS = (101, 102, 103)
 ORACLE_TOP = 8
 ORACLE_SEEDS = (1, 2)
 RUN_FIELDS = ["kind", "rank", "batch_size", "learning_rate", "train_seed", "state", "score", "val_loss", "accuracy",
-              "examples", "wall_s"]  # fmt: skip
+              "examples", "wall_s", "params"]  # fmt: skip
 RACE_FIELDS = ["strategy", "seed", "trial", "rank", "batch_size", "learning_rate", "state", "score", "examples_seen",
-               "compute"]  # fmt: skip
-Key = tuple[int, int, str]  # rank, batch, lr as written
+               "compute", "params"]  # fmt: skip
+# rank, batch, lr as written, and any other searched parameter as sorted JSON ("" when the spec
+# searches only those three, and in tables written before the column existed): a config is all of it
+Key = tuple[int, int, str, str]
 
 
-def _key(rank: Any, batch: Any, lr: Any) -> Key:
-    return int(rank), int(batch), f"{float(lr):.6g}"
+def _key(rank: Any, batch: Any, lr: Any, extra: str | None = "") -> Key:
+    return int(rank), int(batch), f"{float(lr):.6g}", extra or ""
+
+
+def _row_key(r: dict[str, str]) -> Key:
+    return _key(r["rank"], r["batch_size"], r["learning_rate"], r.get("params"))
+
+
+def _extra(spec: StudySpec, c: TrialConfig) -> str:
+    """The searched parameters beyond rank, batch and lr, read back from the trial's config."""
+    from autotune.spec import searched_params
+
+    values = {
+        "lora_alpha_ratio": c.lora_alpha / c.rank,
+        "lora_dropout": c.lora_dropout,
+        "use_dora": c.use_dora,
+        "loraplus_lr_ratio": c.loraplus_lr_ratio or 1.0,
+        "target_modules": c.model.target_modules,
+    }
+    extra = {n: values[n] for n, _ in searched_params(spec) if n not in ("rank", "batch_size", "learning_rate")}
+    return json.dumps(extra, sort_keys=True) if extra else ""
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -108,8 +129,7 @@ class Bench:
         self.target = spec.budget.target_examples or self.n_train
         self.runs_csv = out_dir / f"e2e_{spec.name}_runs.csv"
         self.race_csv = out_dir / f"e2e_{spec.name}_race.csv"
-        self.runs = {(_key(r["rank"], r["batch_size"], r["learning_rate"]), int(r["train_seed"])): r
-                     for r in _read(self.runs_csv)}  # fmt: skip
+        self.runs = {(_row_key(r), int(r["train_seed"])): r for r in _read(self.runs_csv)}
         # one evaluation at the end, over the whole validation split, no timeout: as `autotune train`
         budget = spec.budget.model_copy(
             update={"train_examples": self.target, "evals": 1, "max_eval_examples": None, "timeout_s": None}
@@ -128,15 +148,17 @@ class Bench:
 
             warnings.filterwarnings("ignore")
             self._worker = default_trial_fn()
-        params = {"rank": key[0], "batch_size": key[1], "learning_rate": float(key[2])}
+        params = {"rank": key[0], "batch_size": key[1], "learning_rate": float(key[2]), **json.loads(key[3] or "{}")}
         c = trial_config(self.target_spec, params, self.cache_dir, train_seed=seed)
         r = self._worker(c, lambda _k, _v: False, None)
         row = {"kind": kind, "rank": key[0], "batch_size": key[1], "learning_rate": key[2], "train_seed": seed,
                "state": r.state.value, "score": _fmt(r.score), "val_loss": _fmt(r.val_loss),
-               "accuracy": _fmt(r.accuracy), "examples": r.examples_seen, "wall_s": f"{r.wall_time_s:.1f}"}  # fmt: skip
+               "accuracy": _fmt(r.accuracy), "examples": r.examples_seen, "wall_s": f"{r.wall_time_s:.1f}",
+               "params": key[3]}  # fmt: skip
         _append(self.runs_csv, RUN_FIELDS, row)
         self.runs[(key, seed)] = {k: str(v) for k, v in row.items()}
-        print(f"{kind}: r={key[0]} b={key[1]} lr={key[2]} seed {seed}: {r.state.value} {_fmt(r.score)}", flush=True)
+        print(f"{kind}: r={key[0]} b={key[1]} lr={key[2]} {key[3]} seed {seed}: {r.state.value} {_fmt(r.score)}",
+              flush=True)  # fmt: skip
         return self.runs[(key, seed)]
 
     def score(self, key: Key, seed: int) -> float:
@@ -223,7 +245,7 @@ def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int
         _append(bench.race_csv, RACE_FIELDS, {
             "strategy": strategy, "seed": seed, "trial": state["n"], "rank": c.rank, "batch_size": c.batch_size,
             "learning_rate": f"{c.learning_rate:.6g}", "state": r.state.value, "score": _fmt(r.score),
-            "examples_seen": r.examples_seen, "compute": state["compute"],
+            "examples_seen": r.examples_seen, "compute": state["compute"], "params": _extra(sspec, c),
         })  # fmt: skip
         if state["compute"] >= limit and interrupt is not None:
             interrupt.set()  # the driver's loop ends once this trial is stored
@@ -269,7 +291,7 @@ def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key |
         limit = share * bench.grid_compute()
         done = [r for r in trials if int(r["compute"]) <= limit and r["state"] == "complete" and r["score"]]
         best = min(done, key=lambda r: float(r["score"]), default=None)
-        out[share] = None if best is None else _key(best["rank"], best["batch_size"], best["learning_rate"])
+        out[share] = None if best is None else _row_key(best)
     return out
 
 

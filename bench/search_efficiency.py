@@ -86,7 +86,7 @@ def grid_lrs(spec: StudySpec) -> list[float]:
     """Low end, log-middle, high end of the spec's learning-rate range (or its choices)."""
     lr = spec.search.learning_rate
     if lr.choices is not None:
-        return sorted(lr.choices)
+        return sorted(float(v) for v in lr.choices)
     assert lr.low is not None and lr.high is not None
     return [lr.low, math.sqrt(lr.low * lr.high), lr.high]
 

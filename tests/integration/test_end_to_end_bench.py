@@ -35,15 +35,14 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
     assert m, last
 
     runs = e2e._read(out / "e2e_e2etask_runs.csv")
-    score = {(e2e._key(r["rank"], r["batch_size"], r["learning_rate"]), int(r["train_seed"])): float(r["score"])
-             for r in runs}  # fmt: skip
+    score = {(e2e._row_key(r), int(r["train_seed"])): float(r["score"]) for r in runs}
     grid = [k for (k, s) in score if s == 0]
     assert len(grid) == 3  # rank 4 x batch 64 x the lr range's ends and log-middle
     assert all((k, s) in score for k in grid for s in (1, 2))  # the oracle re-seeds the top (all 3 here)
     oracle = min(grid, key=lambda k: statistics.mean(score[(k, s)] for s in (0, 1, 2)))
     pick = min(grid, key=lambda k: score[(k, 0)])
 
-    def fresh(k: tuple[int, int, str]) -> float:
+    def fresh(k: tuple[int, int, str, str]) -> float:
         return statistics.mean(score[(k, s)] for s in e2e.FRESH_SEEDS)
 
     res = json.loads((out / "e2e_e2etask.json").read_text())
@@ -65,7 +64,7 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
         rec = res["strategies"][strategy]["seeds"][0]["0.2"]
         if within:
             best = min(within, key=lambda r: float(r["score"]))
-            assert tuple(rec["config"]) == e2e._key(best["rank"], best["batch_size"], best["learning_rate"])
+            assert tuple(rec["config"]) == e2e._row_key(best)
             assert rec["regret"] == pytest.approx(fresh(tuple(rec["config"])) / fresh(oracle) - 1)
         else:
             assert rec["config"] is None

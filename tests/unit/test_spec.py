@@ -87,7 +87,11 @@ def test_spec_round_trips_through_yaml() -> None:
     assert parse_spec_yaml(spec.to_yaml()) == spec
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "studies").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted([*(REPO / "studies").glob("*.yaml"), *(REPO / "bench" / "specs").glob("*.yaml")]),
+    ids=lambda p: p.name,
+)
 def test_every_shipped_study_validates(path: Path) -> None:
     """A shipped study runs as it is: the spec validates, and its data and model pass the checks
     `autotune validate` runs before any trial (files, columns, model config; torch-free)."""
