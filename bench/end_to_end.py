@@ -93,7 +93,22 @@ def _read(path: Path) -> list[dict[str, str]]:
     if not path.exists():
         return []
     with path.open() as f:
-        return list(csv.DictReader(f))
+        return [{k: v for k, v in r.items() if k is not None} for r in csv.DictReader(f)]
+
+
+def _upgrade(path: Path, fields: list[str]) -> None:
+    """A table written before a column existed gets the current header (the new column empty)."""
+    if not path.exists():
+        return
+    with path.open() as f:
+        header = next(csv.reader(f), [])
+    if header == fields:
+        return
+    rows = _read(path)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows({k: r.get(k, "") for k in fields} for r in rows)
 
 
 def _append(path: Path, fields: list[str], row: dict[str, Any]) -> None:
@@ -129,6 +144,8 @@ class Bench:
         self.target = spec.budget.target_examples or self.n_train
         self.runs_csv = out_dir / f"e2e_{spec.name}_runs.csv"
         self.race_csv = out_dir / f"e2e_{spec.name}_race.csv"
+        _upgrade(self.runs_csv, RUN_FIELDS)
+        _upgrade(self.race_csv, RACE_FIELDS)
         self.runs = {(_row_key(r), int(r["train_seed"])): r for r in _read(self.runs_csv)}
         # one evaluation at the end, over the whole validation split, no timeout: as `autotune train`
         budget = spec.budget.model_copy(
