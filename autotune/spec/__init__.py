@@ -7,6 +7,7 @@ StudySpec`` stays the one way in. Modules inside ``spec/`` import each other by 
 
 from autotune.errors import SpecError
 from autotune.spec.load import load_spec
+from autotune.spec.parse import parse_spec, parse_spec_yaml
 from autotune.spec.schema import (
     SEARCH_PARAMS,
     TARGET_PRESETS,
@@ -22,8 +23,6 @@ from autotune.spec.schema import (
     SearchSpec,
     StudySpec,
     TinyModel,
-    parse_spec,
-    parse_spec_yaml,
     searched_params,
 )
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.errors import SpecError
-from autotune.spec.schema import StudySpec, parse_spec_yaml
+from autotune.spec.parse import parse_spec_yaml
+from autotune.spec.schema import StudySpec
 
 _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".csv", ".tsv", ".txt", ".text", ".md")
 

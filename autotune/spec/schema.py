@@ -1,7 +1,7 @@
 """Study spec: the YAML a user writes, validated once at the boundary.
 
-Every model is ``extra="forbid"`` so a typo names its field. ``parse_spec`` and ``parse_spec_yaml``
-(and ``spec/load.load_spec`` on top of them) turn any problem (missing file, bad YAML, bad field)
+Every model is ``extra="forbid"`` so a typo names its field. ``spec/parse.py``'s ``parse_spec`` and
+``parse_spec_yaml`` (and ``spec/load.load_spec`` on top of them) turn any problem (missing file, bad YAML, bad field)
 into one ``SpecError`` line.
 """
 
@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from autotune.errors import SpecError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -330,48 +328,3 @@ def _searched(search: SearchSpec) -> list[tuple[str, ParamRange]]:
 def searched_params(spec: StudySpec) -> list[tuple[str, ParamRange]]:
     """The searched parameters in a fixed order: rank, batch_size, learning_rate, then extras."""
     return _searched(spec.search)
-
-
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict"}
-
-
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    # pydantic adds the union member it tried ("str", "list[str]", "function-after[...]") to the
-    # location; a user wants the field's own path.
-    parts = [str(p) for p in loc if str(p) not in _TYPE_TAGS and "[" not in str(p)]
-    return ".".join(parts) or "spec"
-
-
-def _format_error(err: ValidationError) -> str:
-    errors = err.errors()
-    first = errors[0]
-    loc = _field_path(first["loc"])
-    others = {_field_path(e["loc"]) for e in errors[1:]} - {loc}
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif first["type"] == "missing":
-        msg = "required field is missing"
-    msg = msg.removeprefix("Value error, ")
-    more = len(others)
-    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"{loc}: {msg}{tail}"
-
-
-def parse_spec(data: Any, origin: str = "spec") -> StudySpec:
-    if not isinstance(data, dict):
-        raise SpecError(f"{origin}: the spec must be a YAML mapping, got {type(data).__name__}")
-    try:
-        return StudySpec.model_validate(data)
-    except ValidationError as err:
-        raise SpecError(f"{origin}: {_format_error(err)}") from None
-
-
-def parse_spec_yaml(text: str, origin: str = "spec") -> StudySpec:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{origin}:{where} is not valid YAML") from None
-    return parse_spec(data, origin)

@@ -13,7 +13,8 @@ from sqlalchemy import insert, select, update
 
 from autotune.errors import StorageError
 from autotune.storage.retry import retried
-from autotune.storage.store import Store, result_values
+from autotune.storage.rows import result_values
+from autotune.storage.store import Store
 from autotune.storage.tables import fits, trials
 from autotune.trial import TrialResult, TrialState
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,42 +17,13 @@ from autotune.errors import StorageError
 from autotune.storage import migrate
 from autotune.storage.engine import db_reason, init_lock, make_engine
 from autotune.storage.retry import retried
+from autotune.storage.rows import finite, now, result_values
 from autotune.storage.tables import curves, studies, trials
 from autotune.storage.url import parse_url, redact
 from autotune.trial import FINISHED_STATES, TrialResult, TrialState
 
 # Searched params that also have an indexed column of their own; all of them are in ``params``.
 _PARAM_COLUMNS = frozenset({"rank", "batch_size", "learning_rate"})
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is None or math.isfinite(x) else None
-
-
-def result_values(r: TrialResult) -> dict[str, Any]:
-    """The columns a trial's row (``autotune_trials``) and a fit's row (``autotune_fits``, written
-    by storage/fits.py) both take from a ``TrialResult``: state, losses (a non-finite one stored as
-    NULL), times, memory, device, versions, error, and the time it finished."""
-    return dict(
-        state=r.state.value,
-        val_loss=_finite(r.val_loss),
-        train_loss=_finite(r.train_loss),
-        score=_finite(r.score),
-        accuracy=r.accuracy,
-        wall_time_s=r.wall_time_s,
-        train_time_s=r.train_time_s,
-        eval_time_s=r.eval_time_s,
-        peak_memory_mb=r.peak_memory_mb,
-        memory_kind=r.memory_kind,
-        device=r.device,
-        versions=r.versions,
-        error=r.error,
-        finished_at=_now(),
-    )
 
 
 @dataclass(frozen=True)
@@ -145,7 +115,7 @@ class Store:
     @retried
     def save_study(self, name: str, spec_yaml: str, labels: list[str] | None) -> None:
         """Record a new study's spec (and seq-cls label names); a no-op if it exists already."""
-        now = _now()
+        at = now()
         # IntegrityError: another worker created it first; theirs is the same spec. The suppress
         # sits outside the transaction so that PostgreSQL's aborted transaction is rolled back.
         with contextlib.suppress(IntegrityError), self._tx(write=True) as conn:
@@ -155,8 +125,8 @@ class Store:
                     spec_yaml=spec_yaml,
                     labels=labels,
                     autotune_version=__version__,
-                    created_at=now,
-                    updated_at=now,
+                    created_at=at,
+                    updated_at=at,
                 )
             )
 
@@ -212,7 +182,7 @@ class Store:
             worker=worker,
             retry_of=retry_of,
             requeued=False,
-            started_at=_now(),
+            started_at=now(),
             finished_at=None,
         )
         values.update(extra)
@@ -278,15 +248,15 @@ class Store:
                             eval_index=p.step,
                             optimizer_steps=p.optimizer_steps,
                             examples_seen=p.examples_seen,
-                            val_loss=_finite(p.val_loss),
-                            train_loss=_finite(p.train_loss),
-                            score=_finite(p.score),
+                            val_loss=finite(p.val_loss),
+                            train_loss=finite(p.train_loss),
+                            score=finite(p.score),
                             accuracy=p.accuracy,
                         )
                         for p in r.curve
                     ],
                 )
-            conn.execute(update(studies).where(studies.c.study_name == name).values(updated_at=_now()))
+            conn.execute(update(studies).where(studies.c.study_name == name).values(updated_at=now()))
         return True
 
     @retried
@@ -301,7 +271,7 @@ class Store:
                         trials.c.trial_number == number,
                         trials.c.state == TrialState.RUNNING.value,
                     )
-                    .values(state=state.value, error=error, requeued=requeued, finished_at=_now())
+                    .values(state=state.value, error=error, requeued=requeued, finished_at=now())
                 ).rowcount
             )
 

@@ -26,7 +26,7 @@ from autotune.search.samplers import SamplerFactory
 from autotune.search.space import suggest
 from autotune.spec import StudySpec
 from autotune.storage import Store, claims, redact, retry
-from autotune.study import recovery, setup
+from autotune.study import outage, recovery, setup
 from autotune.study.gate import Gate, make_gate
 from autotune.study.guard import RunGuard, final_stop
 from autotune.study.limits import RunLimits
@@ -148,7 +148,7 @@ class _Loop:
             lock.enter_context(claims.study_lock(self.store, self.name))
             finished, running = claims.slots_taken(self.store, self.name)
         except BaseException:
-            _close_quietly(lock)
+            outage.close_quietly(lock)
             raise
         if finished + running < self.total:
             self._lock = lock
@@ -166,7 +166,7 @@ class _Loop:
     def release(self) -> None:
         if self._lock is not None:
             lock, self._lock = self._lock, None
-            _close_quietly(lock)
+            outage.close_quietly(lock)
 
     def objective(self, trial: optuna.Trial) -> float:
         """The objective, remembering what it tells Optuna (``told``): if the database goes away
@@ -276,7 +276,7 @@ def _run(
                 elif not retry.is_transient(err):
                     raise
                 elif loop.told is not None:  # the database went away in Optuna's tell: tell again
-                    loop.db(lambda: _tell_again(study, loop.told), "the tell")
+                    loop.db(lambda: outage.tell_again(study, loop.told), "the tell")
                 else:  # it went away in Optuna's ask, before any training: wait, then ask again
                     outage.failed(err)
             finally:
@@ -295,31 +295,6 @@ def _run(
         stop_reason=guard.stop.reason if guard.stop else None,
         stop_code=guard.stop.exit_code if guard.stop else None,
     )
-
-
-def _close_quietly(lock: contextlib.ExitStack) -> None:
-    """Release the study lock. A PostgreSQL lock lives in a transaction, so a connection that the
-    database dropped has released it already: that is not an error."""
-    try:
-        lock.close()
-    except Exception as err:
-        if not retry.is_transient(err):
-            raise
-
-
-def _tell_again(study: optuna.Study, told: tuple[int, optuna.trial.TrialState, float | None] | None) -> None:
-    """What the objective told Optuna, told again (an earlier try that did land is refused as a
-    late tell, which is fine: it is told once)."""
-    assert told is not None
-    number, state, value = told
-    try:
-        if state == optuna.trial.TrialState.COMPLETE:
-            study.tell(number, value)
-        else:
-            study.tell(number, state=state)
-    except Exception as err:
-        if not optuna_private.is_late_tell(err):
-            raise
 
 
 def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:
