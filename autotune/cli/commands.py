@@ -14,6 +14,7 @@ from autotune.cli.bound_notes import edge_notes
 from autotune.cli.report import cmd_report
 from autotune.errors import StorageError
 from autotune.spec import SEARCH_PARAMS
+from autotune.storage import confirm
 from autotune.storage.url import redact, resolve_url
 from autotune.text_table import render_table
 
@@ -85,9 +86,17 @@ def _clean(v: Any) -> Any:
 
 
 def best_record(row: dict[str, Any]) -> dict[str, Any]:
+    # after a confirmation phase: the mean, spread (max - min) and count of the runs at the target
+    # budget that the recommendation rests on, and where its adapter was kept
+    confirmed: dict[str, Any] = {
+        k: row[k]
+        for k in ("confirmed_score", "confirmed_spread", "confirmed_runs", "confirmed_accuracy", "adapter_dir")
+        if k in row
+    }
     return {
         "trial": row["trial_number"],
         "score": row["score"],
+        **confirmed,
         "val_loss": row["val_loss"],
         "train_loss": row["train_loss"],
         "accuracy": row["accuracy"],
@@ -111,6 +120,9 @@ def cmd_best(args: argparse.Namespace) -> int:
     try:
         row = store.best(args.study)
         edges = edge_notes(store, args.study, row["params"]) if row is not None else []
+        noise = confirm.noise_note(confirm.confirmed(store, args.study)) if row is not None else None
+        if noise is not None:
+            edges.append(noise)
     finally:
         store.close()
     if row is None:

@@ -230,6 +230,23 @@ class BudgetSpec(_Strict):
     target_examples: int | None = Field(
         None, ge=1, description="examples the final adapter trains on (`autotune train`); default: one pass"
     )
+    confirm_top: int = Field(
+        0, ge=0, le=20, description="after the search, re-train its best K configs at the target budget"
+    )
+    confirm_seeds: int = Field(
+        1, ge=1, le=10, description="training seeds per confirmed config; the study recommends by their mean"
+    )
+    keep_adapters: int = Field(
+        0, ge=0, description="keep the adapters of the best K confirmed configs (trained at the target budget)"
+    )
+
+    @model_validator(mode="after")
+    def _keep_needs_confirm(self) -> BudgetSpec:
+        if self.keep_adapters > self.confirm_top:
+            raise ValueError(
+                f"keep_adapters ({self.keep_adapters}) keeps confirmed adapters: it needs confirm_top >= it"
+            )
+        return self
 
 
 class ObjectiveSpec(_Strict):

@@ -84,13 +84,16 @@ def claim_trial(
     *,
     retry_of: int | None,
     sampler_seed: int | None,
+    confirm_of: int | None = None,
+    train_seed: int | None = None,
 ) -> dict[str, Any] | None:
     """Insert trial ``number``'s row. If an identical configuration is already running or
     finished (and this is not a retry of it), the row is stored as ``duplicate`` of that trial,
     sharing its result, and that trial's row is returned; else the row is ``running`` and None
     is returned. Call under ``study_lock`` so two workers never claim the same config."""
-    twin = None if retry_of is not None else _twin(store, name, params)
-    extra: dict[str, Any] = {"sampler_seed": sampler_seed}
+    # a retry re-runs its original, and a confirmation re-trains a search trial's config on purpose
+    twin = None if retry_of is not None or confirm_of is not None else _twin(store, name, params)
+    extra: dict[str, Any] = {"sampler_seed": sampler_seed, "confirm_of": confirm_of, "train_seed": train_seed}
     if twin is not None:
         extra.update({k: twin[k] for k in _SHARED_RESULT})
         extra.update(
@@ -107,7 +110,12 @@ def claim_trial(
 def _twin(store: Store, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
     """The earliest live trial with exactly these params."""
     cols = [trials.c.trial_number, trials.c.state, trials.c.params, *(trials.c[k] for k in _SHARED_RESULT)]
-    query = select(*cols).where(trials.c.study_name == name, trials.c.state.in_(_LIVE), trials.c.requeued.is_(False))
+    query = select(*cols).where(
+        trials.c.study_name == name,
+        trials.c.state.in_(_LIVE),
+        trials.c.requeued.is_(False),
+        trials.c.confirm_of.is_(None),  # a run at the target budget is not this budget's result
+    )
     for key in ("rank", "batch_size"):  # narrow with the indexed-width columns; params decides
         if key in params:
             query = query.where(trials.c[key] == params[key])
@@ -123,7 +131,9 @@ def distinct_configs(store: Store, name: str) -> int:
     """How many distinct configurations the study has run or is running."""
     with store._tx(write=False) as conn:
         rows = conn.execute(
-            select(trials.c.params).where(trials.c.study_name == name, trials.c.state.in_(_LIVE))
+            select(trials.c.params).where(
+                trials.c.study_name == name, trials.c.state.in_(_LIVE), trials.c.confirm_of.is_(None)
+            )
         ).scalars()
         return len({repr(sorted(p.items())) for p in rows})
 

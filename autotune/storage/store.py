@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from autotune import __version__
 from autotune.errors import StorageError
-from autotune.storage import migrate
+from autotune.storage import confirm, migrate
 from autotune.storage.engine import db_reason, init_lock, make_engine
 from autotune.storage.retry import retried
 from autotune.storage.rows import finite, now, result_values
@@ -323,23 +323,24 @@ class Store:
 
     @retried
     def best(self, name: str) -> dict[str, Any] | None:
-        """The complete trial with the lowest score (ties: the earliest), or None."""
+        """The study's recommendation, or None. After a confirmation phase (budget.confirm_top):
+        the search trial whose config has the lowest mean over its runs at the target budget, its
+        row with ``confirmed_*`` beside it. Before: the complete search trial with the lowest score
+        (ties: the earliest)."""
+        done = confirm.confirmed(self, name)
+        query = select(trials).where(
+            trials.c.study_name == name,
+            trials.c.state == TrialState.COMPLETE.value,
+            trials.c.score.is_not(None),
+            trials.c.confirm_of.is_(None),
+        )
+        if done:
+            query = query.where(trials.c.trial_number == done[0].trial_number)
         with self._tx(write=False) as conn:
-            row = (
-                conn.execute(
-                    select(trials)
-                    .where(
-                        trials.c.study_name == name,
-                        trials.c.state == TrialState.COMPLETE.value,
-                        trials.c.score.is_not(None),
-                    )
-                    .order_by(trials.c.score, trials.c.trial_number)
-                    .limit(1)
-                )
-                .mappings()
-                .first()
-            )
-        return dict(row) if row is not None else None
+            row = conn.execute(query.order_by(trials.c.score, trials.c.trial_number).limit(1)).mappings().first()
+        if row is None:
+            return None
+        return confirm.with_confirmation(dict(row), done[0]) if done else dict(row)
 
     @retried
     def curve(self, name: str, number: int) -> list[dict[str, Any]]:

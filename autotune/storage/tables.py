@@ -77,6 +77,11 @@ trials = Table(
     Column("gradient_checkpointing", Boolean, nullable=True),  # ran with activations recomputed (0005)
     Column("rank_used", Integer, nullable=True),  # the rank trained, after lora.align_rank (0005)
     Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
+    # budget.confirm_top (0006): the search trial whose config this one re-trains at the target
+    # budget, the training seed it ran with, and where its adapter was kept (budget.keep_adapters)
+    Column("confirm_of", Integer, nullable=True),
+    Column("train_seed", Integer, nullable=True),
+    Column("adapter_dir", Text, nullable=True),
     Column("requeued", Boolean, nullable=False, default=False),  # a retry of this trial was queued
     Column("worker", String(256), nullable=True),  # host:pid, for reaping dead local workers
     Column("sampler_seed", BigInteger, nullable=True),  # the seed of the sampler that proposed it

@@ -26,7 +26,8 @@ from autotune.search.samplers import SamplerFactory
 from autotune.search.space import suggest
 from autotune.spec import StudySpec
 from autotune.storage import Store, claims, redact, retry
-from autotune.study import outage, recovery, setup
+from autotune.storage import confirm as confirm_rows
+from autotune.study import confirm, outage, recovery, setup
 from autotune.study.gate import Gate, make_gate
 from autotune.study.guard import RunGuard, final_stop
 from autotune.study.limits import RunLimits
@@ -135,9 +136,13 @@ class _Loop:
     total: int
     guard: RunGuard
     gate: Gate | None
+    keeps: bool = False  # the real worker: confirmation runs can keep their adapters
     duplicates_in_a_row: int = 0
     told: tuple[int, optuna.trial.TrialState, float | None] | None = None
     gave_up: DatabaseUnavailable | None = None
+    n_search: int = 0  # the search's trials; ``total`` adds the confirmation runs once planned
+    planned: int = 0  # confirmation runs queued so far (budget.confirm_top)
+    _target: confirm.Target | None = None
     _lock: contextlib.ExitStack | None = None
 
     def reserve(self) -> bool | None:
@@ -147,6 +152,8 @@ class _Loop:
         try:
             lock.enter_context(claims.study_lock(self.store, self.name))
             finished, running = claims.slots_taken(self.store, self.name)
+            if self.spec.budget.confirm_top and not self._confirming(lock):
+                return None
         except BaseException:
             outage.close_quietly(lock)
             raise
@@ -158,6 +165,28 @@ class _Loop:
             return False
         recovery.reap_dead_local_workers(self.study, self.store, self.name)  # a dead one's trial comes back
         return None
+
+    def _confirming(self, lock: contextlib.ExitStack) -> bool:
+        """With a confirmation phase: False (wait) while the last search trials run; once they
+        have all finished, queue the runs of the best configs (``confirm.plan``) and count them
+        in ``total``. True: go on (ask now, or end the study), with the lock held."""
+        s_finished, s_running, _ = confirm_rows.counts(self.store, self.name)
+        self.total = self.n_search + self.planned  # runs of an earlier round count; their slots are theirs
+        if s_finished + s_running < self.n_search:
+            return True  # still searching
+        if s_finished < self.n_search:
+            lock.close()
+            recovery.reap_dead_local_workers(self.study, self.store, self.name)
+            return False
+        self.planned = confirm.plan(self.study, self.store, self.name, self.spec)
+        self.total = self.n_search + self.planned
+        self.progress.set_total(self.total)
+        return True
+
+    def target(self) -> confirm.Target:
+        if self._target is None:
+            self._target = confirm.target(self.spec)
+        return self._target
 
     def db(self, fn: Callable[[], T], what: str) -> T:
         """``fn`` (a call into Optuna's storage), waiting for the database if it is away."""
@@ -189,8 +218,18 @@ class _Loop:
     def _objective(self, trial: optuna.Trial) -> float:
         params = suggest(trial, self.spec)
         retry_of = trial.user_attrs.get(recovery.RETRY_ATTR)
+        confirm_of = trial.user_attrs.get(recovery.CONFIRM_ATTR)
+        train_seed = trial.user_attrs.get(recovery.SEED_ATTR)
         twin = claims.claim_trial(
-            self.store, self.name, trial.number, params, recovery.worker_id(), retry_of=retry_of, sampler_seed=self.seed
+            self.store,
+            self.name,
+            trial.number,
+            params,
+            recovery.worker_id(),
+            retry_of=retry_of,
+            sampler_seed=self.seed,
+            confirm_of=confirm_of,
+            train_seed=train_seed,
         )
         self.release()
         if twin is not None:
@@ -198,6 +237,8 @@ class _Loop:
             return _duplicate(self, trial, twin)
         self.duplicates_in_a_row = 0
         self.progress.trial_started(trial.number, params)
+        if confirm_of is not None:
+            return self._confirmation(trial, params, int(confirm_of), int(train_seed or 0))
 
         def report(step: int, value: float) -> bool:
             # the database away at an evaluation: the trial waits for it here (storage/retry.py)
@@ -217,6 +258,41 @@ class _Loop:
             result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
         self.guard.observe(result)
         return _conclude(self, trial, params, result)
+
+    def _confirmation(self, trial: optuna.Trial, params: dict[str, Any], confirm_of: int, seed: int) -> float:
+        """A confirmation run (study/confirm.py): the target budget, never pruned, no gate (its
+        config already ran), its adapter kept when asked."""
+        t = self.target()
+        c = confirm.config(self.spec, params, self.cache_dir, seed, t)
+        keep = self.keeps and confirm.keeps(self.spec, seed)
+        path = confirm.adapter_dir(self.name, trial.number)
+
+        def save(model: Any, tokenizer: Any) -> None:
+            path.mkdir(parents=True, exist_ok=True)
+            model.save_pretrained(str(path))
+            tokenizer.save_pretrained(str(path))
+
+        def report(_k: int, value: float) -> bool:
+            self.progress.evaluated(_k, value)
+            return False  # another fidelity: the pruner never sees it
+
+        if keep:
+            from autotune.worker.run_trial import run_trial  # the real worker (``keeps``)
+
+            result = run_trial(c, report, self.stop.event, on_trained=save)
+        else:
+            result = self.trial_fn(c, report, self.stop.event)
+        self.guard.observe(result)
+        value = _conclude(self, trial, params, result)
+        if keep:
+            number = trial.number
+            self.db(
+                lambda: confirm.record_kept(self.store, self.name, self.spec, number, confirm_of, c, result, t),
+                "the kept adapter",
+            )
+        if self.spec.budget.keep_adapters:
+            self.db(lambda: confirm.prune_kept(self.store, self.name, self.spec, self.planned), "the kept adapters")
+        return value
 
 
 def _run(
@@ -245,7 +321,8 @@ def _run(
     # Predictions need a calibration probe on the real worker; a stand-in trial_fn (benchmarks of
     # the driver alone, tests) runs without them.
     gate = make_gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
-    loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate)
+    loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate,
+                 keeps=trial_fn is None, n_search=total, planned=confirm.planned(study, spec))  # fmt: skip
     ran = 0
     outage = retry.Outage("asking Optuna for a trial", f"database {redact(store.url)}")
     with loop.stop.installed():

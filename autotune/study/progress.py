@@ -42,6 +42,13 @@ class Progress:
         self.current = ""
         self.bar = make_bar(total, done) if enabled else None
 
+    def set_total(self, total: int) -> None:
+        """The confirmation phase adds its runs to the total once they are queued."""
+        self.total = total
+        if self.bar is not None and self.bar.total != total:
+            self.bar.total = total
+            self.bar.refresh()
+
     def _postfix(self) -> None:
         if self.bar is not None:
             self.bar.set_postfix_str(f"best={_fmt(self.best)} {self.current}", refresh=True)

@@ -20,6 +20,9 @@ from autotune.trial import TrialState
 
 RETRY_ATTR = "autotune_retry_of"  # user attr on a re-queued trial: the number it re-runs
 ATTEMPT_ATTR = "autotune_attempt"
+# user attrs a retry keeps: a confirmation run (study/confirm.py) re-runs as the same confirmation
+CONFIRM_ATTR = "autotune_confirm_of"
+SEED_ATTR = "autotune_train_seed"
 MAX_CRASH_RETRIES = 2
 
 
@@ -38,6 +41,7 @@ def enqueue_retry(study: optuna.Study, number: int, params: dict[str, Any], user
     attrs = {
         RETRY_ATTR: int(user_attrs.get(RETRY_ATTR, number)),
         ATTEMPT_ATTR: int(user_attrs.get(ATTEMPT_ATTR, 0)) + 1,
+        **{k: user_attrs[k] for k in (CONFIRM_ATTR, SEED_ATTR) if k in user_attrs},
     }
     study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
 

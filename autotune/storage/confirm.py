@@ -1,0 +1,157 @@
+"""The rows of the confirmation phase (``budget.confirm_top``): after the search, its best configs
+re-trained at the target budget with ``budget.confirm_seeds`` training seeds, each run a trial
+whose ``confirm_of`` names the search trial it re-trains. The study recommends the config with the
+lowest mean over its runs. No torch, no optuna."""
+
+from __future__ import annotations
+
+import statistics
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, func, select
+
+from autotune.storage.retry import retried
+from autotune.storage.tables import trials
+from autotune.trial import FINISHED_STATES, TrialState
+
+
+class Store(Protocol):
+    """What these reads need of ``autotune.storage.Store`` (which calls them: no import back)."""
+
+    def _tx(self, *, write: bool) -> AbstractContextManager[Connection]: ...
+
+
+_COUNTED = [s.value for s in FINISHED_STATES] + [TrialState.CRASHED.value]
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """One search config's runs at the target budget."""
+
+    trial_number: int  # the search trial whose config was re-trained
+    scores: tuple[float, ...]  # complete runs, in trial order
+    accuracies: tuple[float, ...]
+    runs: int  # runs that finished, complete or not (a diverged or OOM run scores worst)
+    adapter_dir: str | None  # the kept adapter (budget.keep_adapters), if any
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.scores) if self.scores and len(self.scores) == self.runs else float("inf")
+
+    @property
+    def spread(self) -> float:
+        """max - min over the runs: the seed noise this study measured for the config."""
+        return max(self.scores) - min(self.scores) if len(self.scores) > 1 else 0.0
+
+    @property
+    def accuracy(self) -> float | None:
+        return statistics.fmean(self.accuracies) if self.accuracies and len(self.accuracies) == self.runs else None
+
+
+@retried
+def confirmed(store: Store, name: str) -> list[Confirmed]:
+    """Every confirmed config, best (lowest mean) first; ties: the earlier search trial."""
+    query = select(trials.c.confirm_of, trials.c.state, trials.c.score, trials.c.accuracy, trials.c.adapter_dir).where(
+        trials.c.study_name == name,
+        trials.c.confirm_of.is_not(None),
+        trials.c.state.in_(_COUNTED),
+        trials.c.requeued.is_(False),
+    )
+    groups: dict[int, list[Any]] = {}
+    with store._tx(write=False) as conn:
+        for row in conn.execute(query.order_by(trials.c.trial_number)):
+            groups.setdefault(int(row.confirm_of), []).append(row)
+    out = []
+    for number, rows in groups.items():
+        done = [r for r in rows if r.state == TrialState.COMPLETE.value and r.score is not None]
+        out.append(
+            Confirmed(
+                number,
+                tuple(float(r.score) for r in done),
+                tuple(float(r.accuracy) for r in done if r.accuracy is not None),
+                len(rows),
+                next((r.adapter_dir for r in rows if r.adapter_dir), None),
+            )
+        )
+    return sorted(out, key=lambda c: (c.mean, c.trial_number))
+
+
+@retried
+def counts(store: Store, name: str) -> tuple[int, int, int]:
+    """(search trials finished, search trials running, confirmation trials finished or running):
+    what the loop needs to know which phase the study is in. Counted as ``Store.count_finished``
+    counts."""
+    search = trials.c.confirm_of.is_(None)
+    with store._tx(write=False) as conn:
+        finished = conn.execute(
+            select(func.count()).where(
+                trials.c.study_name == name,
+                search,
+                trials.c.state.in_(_COUNTED),
+                trials.c.requeued.is_(False),
+                trials.c.not_run.is_not(True),
+            )
+        ).scalar_one()
+        running = conn.execute(
+            select(func.count()).where(trials.c.study_name == name, search, trials.c.state == TrialState.RUNNING.value)
+        ).scalar_one()
+        confirming = conn.execute(
+            select(func.count()).where(
+                trials.c.study_name == name,
+                trials.c.confirm_of.is_not(None),
+                trials.c.requeued.is_(False),
+                trials.c.state.in_([*_COUNTED, TrialState.RUNNING.value]),
+            )
+        ).scalar_one()
+    return int(finished), int(running), int(confirming)
+
+
+@retried
+def set_adapter_dir(store: Store, name: str, number: int, path: str | None) -> None:
+    from sqlalchemy import update
+
+    with store._tx(write=True) as conn:
+        conn.execute(
+            update(trials).where(trials.c.study_name == name, trials.c.trial_number == number).values(adapter_dir=path)
+        )
+
+
+@retried
+def kept(store: Store, name: str) -> list[tuple[int, int, str]]:
+    """(confirm trial, search trial, adapter directory) of every kept adapter."""
+    with store._tx(write=False) as conn:
+        rows = conn.execute(
+            select(trials.c.trial_number, trials.c.confirm_of, trials.c.adapter_dir).where(
+                trials.c.study_name == name, trials.c.adapter_dir.is_not(None)
+            )
+        )
+        return [(int(r.trial_number), int(r.confirm_of), str(r.adapter_dir)) for r in rows]
+
+
+def with_confirmation(row: dict[str, Any], c: Confirmed) -> dict[str, Any]:
+    """A search trial's row with what its confirmation measured beside it."""
+    return dict(
+        row,
+        confirmed_score=c.mean if c.mean != float("inf") else None,
+        confirmed_spread=c.spread,
+        confirmed_runs=c.runs,
+        confirmed_accuracy=c.accuracy,
+        adapter_dir=c.adapter_dir,
+    )
+
+
+def noise_note(ranked: list[Confirmed]) -> str | None:
+    """One line when the two best confirmed configs cannot be told apart: their means differ by
+    less than the larger of their seed spreads (max - min over the runs)."""
+    if len(ranked) < 2 or ranked[1].mean == float("inf"):
+        return None
+    a, b = ranked[0], ranked[1]
+    noise = max(a.spread, b.spread)
+    if min(a.runs, b.runs) < 2 or b.mean - a.mean >= noise:
+        return None
+    return (
+        f"the two best confirmed configs (trials {a.trial_number} and {b.trial_number}) cannot be told apart: "
+        f"their means differ by {b.mean - a.mean:.4g}, less than their seed spread {noise:.4g}"
+    )
