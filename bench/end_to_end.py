@@ -35,6 +35,7 @@ import csv
 import json
 import math
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -192,6 +193,10 @@ class Bench:
         """The examples the grid trained (a batch rounds the target up to whole steps)."""
         return sum(int(self.runs[(k, 0)]["examples"]) for k in self.grid())
 
+    def target_cost(self) -> int:
+        """Examples one run at the target budget processes at the grid's largest batch (whole steps)."""
+        return max(int(self.runs[(k, 0)]["examples"]) for k in self.grid())
+
     def top(self) -> list[Key]:
         return sorted(self.grid(), key=lambda k: (self.score(k, 0), k))[:ORACLE_TOP]
 
@@ -233,15 +238,33 @@ def _sampler(strategy: str, study_seed: int) -> Any:
     return make
 
 
+def confirm_shape(strategy: str) -> tuple[int, int] | None:
+    """``confirmKxR``: the default search, then its K best configs re-trained at the target budget
+    with R training seeds in the study (budget.confirm_top / confirm_seeds); None for the others."""
+    m = re.fullmatch(r"confirm(\d+)x(\d+)", strategy)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _strategy(value: str) -> str:
+    if value in STRATEGIES or confirm_shape(value):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r}: one of {', '.join(STRATEGIES)}, or confirmKxR (e.g. confirm2x2)")
+
+
 def strategy_spec(spec: StudySpec, strategy: str) -> StudySpec:
     """The task with autotune's default settings of the strategy's sampler and pruner (what a user
     gets without tuning the tuner)."""
-    sampler, pruner = {"default": ("tpe", "asha"), "tpe_asha": ("tpe", "asha"), "random_asha": ("random", "asha")}[
-        strategy
-    ]
+    shape = confirm_shape(strategy)
+    sampler, pruner = (
+        ("tpe", "asha")
+        if shape
+        else {"default": ("tpe", "asha"), "tpe_asha": ("tpe", "asha"), "random_asha": ("random", "asha")}[strategy]
+    )
     data = spec.model_dump(mode="json")
     data["sampler"] = SamplerSpec(name=sampler).model_dump(mode="json")  # type: ignore[arg-type]
     data["pruner"] = PrunerSpec(name=pruner).model_dump(mode="json")  # type: ignore[arg-type]
+    if shape:
+        data["budget"].update(confirm_top=shape[0], confirm_seeds=shape[1])
     return parse_spec(data, f"{strategy} spec")
 
 
@@ -276,6 +299,69 @@ def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int
     print(f"race {strategy} seed {seed}: {state['n']} trials, {state['compute']} examples", flush=True)
 
 
+def race_confirm(bench: Bench, strategy: str, seed: int, share: float, max_trials: int) -> None:
+    """A ``confirmKxR`` study read at ``share``: the default search while another full short trial
+    still leaves room for the K x R runs at the target within ``share`` of the grid's compute, then
+    the study's own confirmation (the driver's, as a user runs it: ``resume`` with the trials it
+    has). Its recommendation is the study's ``best``. Rows: ``strategy@share``, then a ``rec`` row."""
+    from autotune.storage import Store
+    from autotune.study.driver import default_trial_fn, resume_study, run_study
+
+    shape = confirm_shape(strategy)
+    assert shape is not None
+    worker = default_trial_fn()
+    sspec = strategy_spec(bench.spec, strategy)
+    label = f"{strategy}@{share}"
+    confirm_cost = shape[0] * shape[1] * bench.target_cost()
+    room = share * bench.grid_compute() - confirm_cost
+    state = {"compute": 0, "n": 0}
+
+    def tracked(c: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
+        r = worker(c, report, interrupt)
+        state["compute"] += r.examples_seen
+        state["n"] += 1
+        _append(bench.race_csv, RACE_FIELDS, {
+            "strategy": label, "seed": seed, "trial": state["n"], "rank": c.rank, "batch_size": c.batch_size,
+            "learning_rate": f"{c.learning_rate:.6g}", "state": r.state.value, "score": _fmt(r.score),
+            "examples_seen": r.examples_seen, "compute": state["compute"], "params": _extra(sspec, c),
+        })  # fmt: skip
+        searching = c.budget.train_examples != bench.target
+        if searching and state["compute"] + c.budget.train_examples > room and interrupt is not None:
+            interrupt.set()
+        return r
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/race.db"
+        if room >= sspec.budget.train_examples:
+            run_study(sspec, url, n_trials=max_trials, show_progress=False, cache_dir=bench.cache_dir,
+                      trial_fn=tracked, sampler=_sampler("default", seed))  # fmt: skip
+            store = Store.open(url, create=False)
+            try:
+                searched = sum(r["confirm_of"] is None for r in store.trials(sspec.name))
+            finally:
+                store.close()
+            resume_study(url, sspec.name, n_trials=searched, show_progress=False, cache_dir=bench.cache_dir,
+                         trial_fn=tracked)  # fmt: skip
+            store = Store.open(url, create=False)
+            try:
+                best = store.best(sspec.name)
+            finally:
+                store.close()
+        else:
+            best = None  # the confirmation alone costs more than the share
+    rec: dict[str, Any] = {"strategy": label, "seed": seed, "trial": "rec", "compute": state["compute"]}
+    if best is not None:
+        p = best["params"]
+        extra = {k: v for k, v in p.items() if k not in ("rank", "batch_size", "learning_rate")}
+        lr = f"{float(p['learning_rate']):.6g}"
+        params = json.dumps(extra, sort_keys=True) if extra else ""
+        rec.update(rank=p["rank"], batch_size=p["batch_size"], learning_rate=lr,
+                   score=_fmt(best.get("confirmed_score")), params=params)  # fmt: skip
+    _append(bench.race_csv, RACE_FIELDS, rec)
+    _append(bench.race_csv, RACE_FIELDS, {"strategy": label, "seed": seed, "trial": "end", "compute": state["compute"]})
+    print(f"race {label} seed {seed}: {state['n']} trials, {state['compute']} examples", flush=True)
+
+
 def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials: int) -> None:
     rows = _read(bench.race_csv)
     done = {(r["strategy"], int(r["seed"])) for r in rows if r["trial"] == "end"}
@@ -286,7 +372,11 @@ def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials
             _append(bench.race_csv, RACE_FIELDS, r)
     for strategy in strategies:
         for seed in range(seeds):
-            if strategy != "grid_random" and (strategy, seed) not in done:
+            if confirm_shape(strategy):
+                for share in READINGS:
+                    if (f"{strategy}@{share}", seed) not in done:
+                        race_confirm(bench, strategy, seed, share, max_trials)
+            elif strategy != "grid_random" and (strategy, seed) not in done:
                 race_one(bench, strategy, seed, cap, max_trials)
 
 
@@ -301,6 +391,13 @@ def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key |
             k = math.floor(share * len(order) + 1e-9)
             seen = order[:k]
             out[share] = min(seen, key=lambda c: (bench.score(c, 0), c)) if seen else None
+        return out
+    if confirm_shape(strategy):  # one study per reading; its recommendation is the study's own
+        for share in READINGS:
+            label = f"{strategy}@{share}"
+            rows = [r for r in _read(bench.race_csv) if r["strategy"] == label and int(r["seed"]) == seed]
+            rec = next((r for r in rows if r["trial"] == "rec"), None)
+            out[share] = _row_key(rec) if rec is not None and rec["rank"] else None
         return out
     rows = [r for r in _read(bench.race_csv) if r["strategy"] == strategy and int(r["seed"]) == seed]
     trials = [r for r in rows if r["trial"] != "end"]
@@ -384,7 +481,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=("grid", "oracle", "race", "confirm", "summary", "all"))
     ap.add_argument("--spec", required=True)
-    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), type=_strategy)
     ap.add_argument("--seeds", type=int, default=5, help="study seeds per strategy (default: 5)")
     ap.add_argument("--max-share", type=float, default=max(READINGS), help="a study's compute cap, of the grid's")
     ap.add_argument("--max-trials", type=int, default=200)

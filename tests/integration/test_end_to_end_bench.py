@@ -72,3 +72,31 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
     n = len(runs)
     e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random"])
     assert len(e2e._read(out / "e2e_e2etask_runs.csv")) == n
+
+
+def test_a_confirm_strategy_spends_its_share_and_recommends_what_its_study_confirmed(tmp_path: Path) -> None:
+    spec = tiny_spec("e2econf", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "results"
+    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seeds", "1"]
+    e2e.main(["race", *argv, "--strategies", "confirm1x2"])
+    runs = e2e._read(out / "e2e_e2econf_runs.csv")
+    grid_compute = sum(int(r["examples"]) for r in runs if r["kind"] == "grid")
+    target = max(int(r["examples"]) for r in runs if r["kind"] == "grid")
+    race = e2e._read(out / "e2e_e2econf_race.csv")
+    for share in e2e.READINGS:
+        rows = [r for r in race if r["strategy"] == f"confirm1x2@{share}"]
+        trials = [r for r in rows if r["trial"] not in ("end", "rec")]
+        rec = next(r for r in rows if r["trial"] == "rec")
+        assert int(rec["compute"]) <= share * grid_compute  # search and confirmation within the share
+        if not trials:
+            assert not rec["rank"]  # the confirmation alone would not fit: no recommendation
+            continue
+        confirm_runs = trials[-2:]  # the confirmation comes last: 1 config x 2 seeds at the target
+        assert all(int(r["examples_seen"]) >= target * 0.9 for r in confirm_runs)
+        search = [r for r in trials[:-2] if r["state"] == "complete"]
+        best = min(search, key=lambda r: float(r["score"]))
+        assert e2e._row_key(rec) == e2e._row_key(best) == e2e._row_key(confirm_runs[0])
+        mean = statistics.mean(float(r["score"]) for r in confirm_runs)
+        assert float(rec["score"]) == pytest.approx(mean, abs=1e-5)
