@@ -107,10 +107,16 @@ def lora_values(spec: StudySpec, params: dict[str, Any]) -> tuple[int, float, fl
 
 
 def trial_config(
-    spec: StudySpec, params: dict[str, Any], cache_dir: str | None = None, train_seed: int | None = None
+    spec: StudySpec,
+    params: dict[str, Any],
+    cache_dir: str | None = None,
+    train_seed: int | None = None,
+    checkpointing: bool | None = None,
 ) -> TrialConfig:
     """Join a spec and one trial's sampled params into a flat TrialConfig. ``train_seed``
-    replaces the spec's training seed (``train_seed``, else ``seed``); the split stays ``seed``'s."""
+    replaces the spec's training seed (``train_seed``, else ``seed``); the split stays ``seed``'s.
+    ``checkpointing``: the gate's decision under ``memory.gradient_checkpointing: auto``; None:
+    the spec's mode (``auto`` alone trains without it)."""
     rank, alpha, dropout = lora_values(spec, params)
     tm = params.get("target_modules", spec.lora.target_modules)  # a searched placement, else the spec's
     return TrialConfig(
@@ -139,7 +145,9 @@ def trial_config(
         use_rslora=spec.lora.rslora,
         use_dora=bool(params.get("use_dora", spec.lora.use_dora)),
         loraplus_lr_ratio=_ratio(params.get("loraplus_lr_ratio", spec.lora.loraplus_lr_ratio)),
-        gradient_checkpointing=spec.memory.gradient_checkpointing == "on",
+        gradient_checkpointing=(
+            checkpointing if checkpointing is not None else spec.memory.gradient_checkpointing == "on"
+        ),
     )
 
 

@@ -12,7 +12,13 @@ bench/results/memory_prediction.json; the last line (the probe alone) is
 
     memory_median_err=A memory_max_err=B time_median_err=C
 
+With ``--checkpointing`` the spec says ``memory.gradient_checkpointing: auto``: the probe also
+measures its checkpointed points, and every config runs twice, without and with checkpointing,
+each compared with its own prediction (rows carry ``checkpointed``; each mode learns its own
+correction); the default output is then bench/results/memory_prediction_checkpointing.json.
+
 Run: python bench/memory_prediction.py [--models tiny,minilm,gpt2] [--train-examples 512] [--mmap-threshold 65536]
+[--checkpointing]
 The CUDA variant is the same script on a GPU machine (the trial then measures
 ``max_memory_allocated``): bench/memory_prediction_cuda.sh.
 """
@@ -54,7 +60,7 @@ def _gpt2_dir(root: Path) -> str:
     return str(path)
 
 
-def _spec(model: str, root: Path, train_examples: int) -> StudySpec:
+def _spec(model: str, root: Path, train_examples: int, checkpointing: bool = False) -> StudySpec:
     search = {
         "rank": {"choices": list(RANKS)},
         "batch_size": {"choices": list(BATCHES)},
@@ -65,6 +71,7 @@ def _spec(model: str, root: Path, train_examples: int) -> StudySpec:
         "budget": {"train_examples": train_examples, "evals": 2},
         "pruner": "none",
         "lora": {"target_modules": "all-linear" if model != "minilm" else "attention", "dropout": 0.0},
+        "memory": {"gradient_checkpointing": "auto" if checkpointing else "off"},
     }
     if model == "tiny":
         return parse_spec(
@@ -104,37 +111,42 @@ def _one_model(spec: StudySpec) -> list[dict[str, Any]]:
     model = CostModel(cal)
     print(f"{spec.name}: probe {cal.probe_s:.1f} s on {cal.device}", file=sys.stderr, flush=True)
     rows = []
-    corr = Correction()  # what a study's Gate learns from its finished trials (study/gate.Gate._study_correction)
-    for r in RANKS:
-        for b in BATCHES:
-            pred = model.predict(r, b)
-            study_pred = corr.apply(pred)
-            res = run_trial(trial_config(spec, {"rank": r, "batch_size": b, "learning_rate": 3e-3}), lambda s, v: False)
-            assert res.peak_memory_mb is not None, res.error
-            corr.observe(pred, res.peak_memory_mb, res.wall_time_s)
-            row = {
-                "model": spec.name,
-                "rank": r,
-                "batch_size": b,
-                "state": res.state.value,
-                "pred_memory_mb": pred.peak_memory_mb,
-                "memory_mb": res.peak_memory_mb,
-                "pred_train_s": pred.train_time_s,
-                "train_s": res.train_time_s,
-                "memory_err": abs(pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
-                "time_err": abs(pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
-                # the same config predicted inside a study, after the trials before it (in this order)
-                "study_memory_err": abs(study_pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
-                "study_time_err": abs(study_pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
-            }
-            rows.append(row)
-            print(
-                f"  r={r:<2} b={b:<2} memory {row['pred_memory_mb']:8.1f} pred {row['memory_mb']:8.1f} measured "
-                f"({row['memory_err']:.2f})  train {row['pred_train_s']:6.2f} s pred {row['train_s']:6.2f} s "
-                f"measured ({row['time_err']:.2f})",
-                file=sys.stderr,
-                flush=True,
-            )
+    modes = (False, True) if model.predicts_checkpointed else (False,)
+    # what a study's Gate learns from its finished trials (study/gate.Gate._study_correction), per mode
+    corrs = {m: Correction() for m in modes}
+    for r, b, ckpt in ((r, b, m) for r in RANKS for b in BATCHES for m in modes):
+        corr = corrs[ckpt]
+        pred = model.predict(r, b, ckpt)
+        study_pred = corr.apply(pred)
+        params = {"rank": r, "batch_size": b, "learning_rate": 3e-3}
+        res = run_trial(trial_config(spec, params, checkpointing=ckpt), lambda s, v: False)
+        assert res.peak_memory_mb is not None, res.error
+        corr.observe(pred, res.peak_memory_mb, res.wall_time_s)
+        row = {
+            "model": spec.name,
+            "rank": r,
+            "batch_size": b,
+            "checkpointed": ckpt,
+            "state": res.state.value,
+            "pred_memory_mb": pred.peak_memory_mb,
+            "memory_mb": res.peak_memory_mb,
+            "pred_train_s": pred.train_time_s,
+            "train_s": res.train_time_s,
+            "memory_err": abs(pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
+            "time_err": abs(pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
+            # the same config predicted inside a study, after the trials before it (in this order)
+            "study_memory_err": abs(study_pred.peak_memory_mb - res.peak_memory_mb) / max(res.peak_memory_mb, 1e-9),
+            "study_time_err": abs(study_pred.train_time_s - res.train_time_s) / max(res.train_time_s, 1e-9),
+        }
+        rows.append(row)
+        print(
+            f"  r={r:<2} b={b:<2}{' ckpt' if ckpt else ''} "
+            f"memory {row['pred_memory_mb']:8.1f} pred {row['memory_mb']:8.1f} measured "
+            f"({row['memory_err']:.2f})  train {row['pred_train_s']:6.2f} s pred {row['train_s']:6.2f} s "
+            f"measured ({row['time_err']:.2f})",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 
@@ -146,8 +158,12 @@ def main() -> None:
         "--mmap-threshold", type=int, default=None,
         help="AUTOTUNE_MMAP_THRESHOLD for this run (CPU: 65536 makes RSS follow live tensors; see worker/memory.py)",
     )  # fmt: skip
-    ap.add_argument("--out", default=str(RESULTS / "memory_prediction.json"))
+    ap.add_argument("--checkpointing", action="store_true", help="also run and predict every config checkpointed")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.out is None:
+        name = "memory_prediction_checkpointing.json" if args.checkpointing else "memory_prediction.json"
+        args.out = str(RESULTS / name)
     if args.mmap_threshold is not None:
         import os
 
@@ -156,7 +172,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
-            rows += _one_model(_spec(name, Path(tmp), args.train_examples))
+            rows += _one_model(_spec(name, Path(tmp), args.train_examples, args.checkpointing))
     study_mem = [r["study_memory_err"] for r in rows]
     study_tim = [r["study_time_err"] for r in rows]
     mem = [r["memory_err"] for r in rows]
@@ -171,10 +187,11 @@ def main() -> None:
         "seconds": time.perf_counter() - t0,
     }
     RESULTS.mkdir(exist_ok=True)
-    for name in sorted({r["model"] for r in rows}):
-        mine = [r for r in rows if r["model"] == name]
+    for name, ckpt in sorted({(r["model"], r["checkpointed"]) for r in rows}):
+        mine = [r for r in rows if r["model"] == name and r["checkpointed"] == ckpt]
         print(
-            f"{name}: memory median err {statistics.median(r['memory_err'] for r in mine):.3f} "
+            f"{name}{' checkpointed' if ckpt else ''}: "
+            f"memory median err {statistics.median(r['memory_err'] for r in mine):.3f} "
             f"max {max(r['memory_err'] for r in mine):.3f}; "
             f"time median err {statistics.median(r['time_err'] for r in mine):.3f}"
         )

@@ -46,10 +46,14 @@ def run_estimate(args: argparse.Namespace) -> int:
     cal = calibrate(spec, args.cache_dir)
     model = CostModel(cal)
     limit, source = memory_limit_mb(spec, cal)
+    auto = spec.memory.gradient_checkpointing == "auto"
     preds = []
     for r in space_values(spec, "rank"):
         for b in space_values(spec, "batch_size"):
             p = model.predict(r, b)
+            if limit is not None and p.peak_memory_mb > limit and auto and model.predicts_checkpointed:
+                q = model.predict(r, b, checkpointed=True)  # auto: the config runs this way if it fits so
+                p = q if q.peak_memory_mb <= limit else p
             preds.append(replace(p, fits=None if limit is None else p.peak_memory_mb <= limit))
     pr = spec.pruner
     fraction = expected_fraction(pr.name, spec.budget.evals, pr.min_resource, pr.reduction_factor, pr.n_warmup_steps)
@@ -102,7 +106,7 @@ def _print_table(preds: list[Any], limit: float | None, source: str, cal: Any) -
             "step_s": round(p.step_s, 3),
             "train_s": round(p.train_time_s, 1),
             "trial_s": round(p.trial_time_s, 1),
-            "fits": "-" if p.fits is None else "yes" if p.fits else "NO",
+            "fits": "-" if p.fits is None else ("ckpt" if p.checkpointed else "yes") if p.fits else "NO",
         }
         for p in preds
     ]

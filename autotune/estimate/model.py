@@ -89,6 +89,9 @@ class Calibration:
     params_per_rank: float = 0.0
     head_params: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # memory.gradient_checkpointing: auto: the largest rank at the smallest and largest batch again,
+    # with activations recomputed (empty otherwise, and in calibrations stored before it existed)
+    checkpointed: list[ProbePoint] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -103,6 +106,7 @@ class Calibration:
                 "points": [ProbePoint(**p) for p in d["points"]],
                 "batches": {int(k): BatchFacts(**v) for k, v in d["batches"].items()},
                 "notes": list(d.get("notes", [])),
+                "checkpointed": [ProbePoint(**p) for p in d.get("checkpointed", [])],
             }
         )
 
@@ -132,6 +136,7 @@ class Prediction:
     trial_time_s: float
     setup_s: float = 0.0
     fits: bool | None = None
+    checkpointed: bool = False  # predicted with gradient checkpointing (memory.gradient_checkpointing: auto)
 
 
 class CostModel:
@@ -158,6 +163,30 @@ class CostModel:
                 self.eval_mem = (0.0, float(np.median(e_mem)) / max(1.0, float(e_tok[0])))
         step_tok = np.array([p.step_tokens or p.tokens for p in pts], dtype=float)
         self.time = _fit3(step_tok, r * step_tok, np.array([p.step_s for p in pts]))
+        self.mem_ckpt, self.ckpt_time_ratio = self._fit_checkpointed()
+
+    def _fit_checkpointed(self) -> tuple[tuple[float, float] | None, float]:
+        """With activations recomputed, what backward keeps is each block's input (Chen et al.
+        2016, "Training Deep Nets with Sublinear Memory Cost", section 3): still linear in the
+        batch's tokens, with a smaller slope, fitted to the checkpointed probe points as
+        ``k0 + k1 * T``. Its step is the plain step times the measured ratio at the same configs
+        (one more forward per step: about 1.3x on a GPU, per the same paper)."""
+        pts = self.cal.checkpointed
+        if not pts:
+            return None, 1.0
+        tok = np.array([p.tokens for p in pts], dtype=float)
+        mem = np.array([p.peak_mb - self.state_mb(p.rank) for p in pts])
+        if np.ptp(tok) > 0:
+            k0, k1, _ = _fit3(tok, np.zeros_like(tok), mem)
+        else:  # one batch size probed: proportional to its tokens
+            k0, k1 = 0.0, float(np.median(mem)) / max(1.0, float(tok[0]))
+        plain = {(p.rank, p.batch_size): p.step_s for p in self.cal.points}
+        ratios = [p.step_s / plain[(p.rank, p.batch_size)] for p in pts if plain.get((p.rank, p.batch_size))]
+        return (k0, k1), float(np.median(ratios)) if ratios else 1.0
+
+    @property
+    def predicts_checkpointed(self) -> bool:
+        return self.mem_ckpt is not None
 
     def state_mb(self, rank: int) -> float:
         return BYTES_PER_TRAINABLE * (self.cal.params_per_rank * rank + self.cal.head_params) / MB
@@ -168,20 +197,29 @@ class CostModel:
             raise KeyError(f"batch size {batch_size} was not measured by the probe")
         return facts
 
-    def predict(self, rank: int, batch_size: int) -> Prediction:
+    def predict(self, rank: int, batch_size: int, checkpointed: bool = False) -> Prediction:
+        """``checkpointed``: with gradient checkpointing (KeyError when the probe did not measure it)."""
         b = self.batch(batch_size)
         c0, a, c = self.mem
         peak = c0 + self.state_mb(rank) + (a + c * rank) * b.peak_tokens
+        if checkpointed:
+            if self.mem_ckpt is None:
+                raise KeyError("the probe did not measure gradient checkpointing")
+            k0, k1 = self.mem_ckpt
+            peak = k0 + self.state_mb(rank) + k1 * b.peak_tokens
         if self.eval_mem is not None:
             e0, e1 = self.eval_mem
             peak = max(peak, e0 + self.state_mb(rank) + e1 * b.eval_peak_tokens)
         t0, u, v = self.time
         per_token = u + v * rank
-        train = b.n_steps * t0 + per_token * b.train_tokens
-        step = t0 + per_token * b.train_tokens / max(1, b.n_steps)
+        slower = self.ckpt_time_ratio if checkpointed else 1.0
+        train = (b.n_steps * t0 + per_token * b.train_tokens) * slower
+        step = (t0 + per_token * b.train_tokens / max(1, b.n_steps)) * slower
         evals = b.n_evals * b.eval_tokens * self.cal.eval_s_per_token
         total = self.cal.setup_s + train + evals
-        return Prediction(rank, batch_size, max(0.0, peak), step, train, total, self.cal.setup_s)
+        return Prediction(
+            rank, batch_size, max(0.0, peak), step, train, total, self.cal.setup_s, checkpointed=checkpointed
+        )
 
 
 @dataclass

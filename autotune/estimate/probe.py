@@ -175,6 +175,14 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
         points.append(point)
         setups.append(setup)
         eval_costs.append(eval_cost)
+    checkpointed: list[ProbePoint] = []
+    if spec.memory.gradient_checkpointing == "auto":  # the same largest-rank corners, recomputed
+        for r, b in corners:
+            if r == corners[-1][0]:
+                c = trial_config(
+                    spec, {"rank": r, "batch_size": b, "learning_rate": lr_value}, cache_dir, checkpointing=True
+                )
+                checkpointed.append(_probe(base, entry, c, device, prec)[0])
     lo, hi = points[0], points[-1]
     per_rank = (hi.trainable - lo.trainable) / (hi.rank - lo.rank) if hi.rank != lo.rank else lo.trainable / lo.rank
     head = lo.trainable - per_rank * lo.rank
@@ -191,4 +199,5 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
         device_memory_mb=total,
         params_per_rank=per_rank,
         head_params=max(0.0, head),
+        checkpointed=checkpointed,
     )

@@ -266,9 +266,11 @@ class ObjectiveSpec(_Strict):
 class MemorySpec(_Strict):
     """Ways to trade compute for memory. ``gradient_checkpointing: on`` recomputes activations in
     the backward pass instead of keeping them (the model's own ``gradient_checkpointing_enable``,
-    with peft's input-grad hook for the frozen embeddings): a lower peak, a slower step."""
+    with peft's input-grad hook for the frozen embeddings): a lower peak, a slower step. ``auto``
+    turns it on for a config only when its predicted peak is over the memory limit without it and
+    under the limit with it (the calibration probe measures both modes; study/gate.py)."""
 
-    gradient_checkpointing: Literal["off", "on"] = "off"
+    gradient_checkpointing: Literal["off", "on", "auto"] = "off"
 
     @field_validator("gradient_checkpointing", mode="before")
     @classmethod

@@ -255,7 +255,10 @@ class _Loop:
         if skip is not None:
             result = skip
         else:
-            result = self.trial_fn(trial_config(self.spec, params, self.cache_dir), report, self.stop.event)
+            # memory.gradient_checkpointing: auto: on for the configs that fit only with it
+            ckpt = True if self.gate is not None and trial.number in self.gate.checkpointed else None
+            config = trial_config(self.spec, params, self.cache_dir, checkpointing=ckpt)
+            result = self.trial_fn(config, report, self.stop.event)
         self.guard.observe(result)
         return _conclude(self, trial, params, result)
 

@@ -1,6 +1,8 @@
 """The gate: the driver asks it before each trial whether to spend the trial at all.
 
-- ``Gate``: predictions from the calibration probe. A config predicted above the memory limit is
+- ``Gate``: predictions from the calibration probe. Under ``memory.gradient_checkpointing: auto``
+  a config predicted above the limit without checkpointing and under it with checkpointing runs
+  with it (``checkpointed``); otherwise a config predicted above the memory limit is
   not run (stored ``oom``, "predicted N MB > limit M MB", marked ``not_run`` so it does not count
   toward n_trials); a trial whose predicted time would overrun the study's time budget is not
   started and the run ends; every trial run gets its prediction stored beside its measurement.
@@ -37,12 +39,22 @@ class Gate:
         self.limit, self.limit_source = memory_limit_mb(spec, self.cal)
         self.budget_s = spec.budget.study_time_s
         self.skips = 0
+        self.auto = spec.memory.gradient_checkpointing == "auto" and self.model.predicts_checkpointed
+        self.checkpointed: set[int] = set()  # trials that auto turned checkpointing on for
 
-    def _predict(self, params: dict[str, Any]) -> Any:
+    def _predict(self, params: dict[str, Any], checkpointed: bool = False) -> Any:
         try:
-            return self.model.predict(int(params["rank"]), int(params["batch_size"]))
+            return self.model.predict(int(params["rank"]), int(params["batch_size"]), checkpointed)
         except KeyError:
             return None  # a batch size the probe did not lay out: no prediction
+
+    def _fits_only_checkpointed(self, params: dict[str, Any], plain: Any) -> Any:
+        """auto: the checkpointed prediction when it is under the limit and the plain one is not."""
+        if not self.auto or self.limit is None or plain.peak_memory_mb <= self.limit:
+            return None
+        raw = self._predict(params, checkpointed=True)
+        pred = self.correction.apply(raw) if raw is not None else None
+        return pred if pred is not None and pred.peak_memory_mb <= self.limit else None
 
     def before(self, number: int, params: dict[str, Any]) -> TrialResult | None:
         """None: run the trial. A result: store it instead of running (nothing was trained)."""
@@ -53,6 +65,10 @@ class Gate:
             return None
         self.correction = self._study_correction()
         pred = self.correction.apply(raw)
+        flipped = self._fits_only_checkpointed(params, pred)
+        if flipped is not None:
+            pred = flipped
+            self.checkpointed.add(number)
         save_prediction(self.store, self.name, number, pred.peak_memory_mb, pred.trial_time_s)
         if self.limit is not None and pred.peak_memory_mb > self.limit:
             mark_not_run(self.store, self.name, number)
@@ -90,7 +106,7 @@ class Gate:
         for r in self.store.trials(self.name):
             if r["state"] != TrialState.COMPLETE.value or trial_device_key(r["device"], r["precision"]) != self.key:
                 continue
-            raw = self._predict(r["params"])
+            raw = self._predict(r["params"], bool(r.get("gradient_checkpointing")) and self.auto)
             if raw is not None:  # a peak measured another way (RSS) teaches nothing about this one
                 same = r.get("memory_kind") == self.cal.memory_kind
                 c.observe(raw, r["peak_memory_mb"] if same else None, r["wall_time_s"])
@@ -101,9 +117,10 @@ class Gate:
 
         assert self.limit is not None
         return all(
-            self.correction.apply(self.model.predict(r, b)).peak_memory_mb > self.limit
+            self.correction.apply(self.model.predict(r, b, ckpt)).peak_memory_mb > self.limit
             for r in space_values(self.spec, "rank")
             for b in space_values(self.spec, "batch_size")
+            for ckpt in ((False, True) if self.auto else (False,))
         )
 
 
