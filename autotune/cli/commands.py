@@ -60,6 +60,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "resume": cmd_resume,
         "worker": cmd_worker,
         "best": cmd_best,
+        "studies": cmd_studies,
         "trials": cmd_trials,
         "export": cmd_export,
         "report": cmd_report,
@@ -162,6 +163,41 @@ def export_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rec["params"] = json.dumps(r["params"], sort_keys=True)
         out.append({c: rec.get(c) for c in EXPORT_COLUMNS})
     return out
+
+
+STUDY_COLUMNS = ("name", "task", "model", "trials", "best_score", "best_accuracy", "created_at", "updated_at",
+                 "workers_running")  # fmt: skip
+
+
+def cmd_studies(args: argparse.Namespace) -> int:
+    from autotune.storage import Store
+    from autotune.storage.overview import overview
+
+    url = resolve_url(args.storage)
+    store = Store.open(url, create=False)  # creates nothing: a missing database is one line
+    try:
+        recs = overview(store)
+    finally:
+        store.close()
+    if not recs:
+        print(f"autotune: no studies in {redact(store.url)}", file=sys.stderr)
+        return 0
+    if args.format == "json":
+        print(json.dumps([{k: _clean(v) for k, v in r.items()} for r in recs], indent=2))
+        return 0
+    flat = [
+        {**{k: _clean(r[k]) for k in STUDY_COLUMNS}, "trials": " ".join(f"{s}={n}" for s, n in r["trials"].items())}
+        for r in recs
+    ]
+    if args.format == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=list(STUDY_COLUMNS))
+        w.writeheader()
+        w.writerows(flat)
+    else:
+        print(render_table(flat, STUDY_COLUMNS))
+    return 0
 
 
 def cmd_trials(args: argparse.Namespace) -> int:

@@ -79,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "spec pinned to this trial",
     )
 
+    p = sub.add_parser("studies", help="list the studies in the database: trials by state, best, live workers")
+    _storage_arg(p)
+    _fmt_arg(p, ("table", "json", "csv"), "table")
+
     p = sub.add_parser("trials", help="list every trial with its state")
     p.add_argument("study", help="study name")
     _storage_arg(p)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,6 +25,11 @@ from autotune.trial import FINISHED_STATES, TrialState
 
 # Rows a new proposal must not repeat: running, finished, or crashed with its retries spent.
 # Interrupted and re-queued rows are superseded by their retry; duplicates point at an original.
+# Optuna's heartbeat (study/setup.py): a running trial beats this often, and one silent for the
+# grace period is failed and re-queued; `autotune studies` reads the same figures.
+HEARTBEAT_INTERVAL_S = int(os.environ.get("AUTOTUNE_HEARTBEAT_S", "10"))
+GRACE_PERIOD_S = int(os.environ.get("AUTOTUNE_GRACE_S", "60"))
+
 _LIVE = [s.value for s in FINISHED_STATES] + [TrialState.RUNNING.value, TrialState.CRASHED.value]
 _SHARED_RESULT = ("val_loss", "train_loss", "score", "accuracy")
 
@@ -144,6 +150,14 @@ def seed_for_slot(study_seed: int, slot: int) -> int:
     if slot == 0:
         return study_seed
     return zlib.crc32(f"autotune-worker:{study_seed}:{slot}".encode())
+
+
+def is_local(worker: str | None) -> bool:
+    """Whether ``worker`` (host:pid) names a process of this host."""
+    import socket
+
+    host, _, pid = (worker or "").rpartition(":")
+    return host == socket.gethostname() and pid.isdigit()
 
 
 def worker_gone(worker: str | None) -> bool:

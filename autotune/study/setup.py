@@ -3,7 +3,6 @@ Optuna study beside our tables, and find an existing study for resume/worker/par
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
@@ -18,15 +17,15 @@ from autotune.inputs.fingerprint import check_fingerprint, data_fingerprint
 from autotune.search.samplers import SamplerFactory, make_pruner, make_sampler
 from autotune.search.space import grid_size
 from autotune.spec import StudySpec, parse_spec_yaml, searched_params
-from autotune.storage import Store, retry
+from autotune.storage import Store, claims, retry
 from autotune.storage.engine import engine_kwargs, sqlite_pragmas
 from autotune.storage.plan import load_fingerprint, save_fingerprint
 from autotune.storage.url import url_string
 from autotune.study import recovery
 from autotune.study.limits import RunLimits
 
-HEARTBEAT_INTERVAL_S = int(os.environ.get("AUTOTUNE_HEARTBEAT_S", "10"))
-GRACE_PERIOD_S = int(os.environ.get("AUTOTUNE_GRACE_S", "60"))
+HEARTBEAT_INTERVAL_S = claims.HEARTBEAT_INTERVAL_S
+GRACE_PERIOD_S = claims.GRACE_PERIOD_S
 
 
 def labels_of(examples: Examples) -> list[str] | None:

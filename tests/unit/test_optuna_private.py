@@ -85,3 +85,14 @@ def test_no_stale_trials_right_after_an_outage(tmp_path: Path) -> None:
     assert storage._get_stale_trial_ids(study._study_id) == []  # the database was just back
     seen["since"] = 120.0
     assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id]
+
+
+def test_the_heartbeat_schema_autotune_studies_reads() -> None:
+    """storage/overview.py joins Optuna's trial_heartbeats -> trials -> studies by these names."""
+    from optuna.storages._rdb import models
+
+    assert models.TrialHeartbeatModel.__tablename__ == "trial_heartbeats"
+    assert {"trial_id", "heartbeat"} <= set(models.TrialHeartbeatModel.__table__.columns.keys())
+    assert {"trial_id", "number", "study_id"} <= set(models.TrialModel.__table__.columns.keys())
+    assert models.TrialModel.__tablename__ == "trials" and models.StudyModel.__tablename__ == "studies"
+    assert {"study_id", "study_name"} <= set(models.StudyModel.__table__.columns.keys())
