@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
@@ -13,46 +12,15 @@ from autotune.cli import use
 from autotune.cli.bound_notes import edge_notes
 from autotune.cli.report import cmd_report
 from autotune.errors import StorageError
-from autotune.spec import SEARCH_PARAMS
 from autotune.storage import confirm
+from autotune.storage.export import EXPORT_COLUMNS, PARAM_COLUMNS, export_rows
+from autotune.storage.export import clean as _clean
 from autotune.storage.url import redact, resolve_url
 from autotune.text_table import render_table
 
-# One column per searchable parameter (empty where a study does not search it), from the registry.
-PARAM_COLUMNS = tuple(SEARCH_PARAMS)
-
-# CSV columns, in order: what a user asks of a trial afterwards.
-EXPORT_COLUMNS = (
-    "trial",
-    "state",
-    *PARAM_COLUMNS,
-    "val_loss",
-    "train_loss",
-    "score",
-    "accuracy",
-    "wall_time_s",
-    "predicted_time_s",
-    "setup_time_s",
-    "train_time_s",
-    "eval_time_s",
-    "peak_memory_mb",
-    "predicted_memory_mb",
-    "memory_kind",
-    "samples_per_s",
-    "tokens_per_s",
-    "device",
-    "precision",
-    "optimizer_steps",
-    "examples_seen",
-    "retry_of",
-    "params",
-    "error",
-    "started_at",
-    "finished_at",
-)
-
 
 def dispatch(args: argparse.Namespace) -> int:
+    from autotune.cli.init import cmd_init
     from autotune.cli.running import cmd_resume, cmd_run, cmd_worker
 
     handler = {
@@ -68,6 +36,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "db": cmd_db,
         "train": use.cmd_train,
         "estimate": cmd_estimate,
+        "init": cmd_init,
     }[args.command]
     return handler(args)
 
@@ -76,14 +45,6 @@ def _open_existing(url: str, study: str) -> Any:
     from autotune.storage import Store
 
     return Store.open_existing(url, study)  # reading never creates a database
-
-
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    return v
 
 
 def best_record(row: dict[str, Any]) -> dict[str, Any]:
@@ -152,17 +113,6 @@ def _show(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     return "" if v is None else str(v)
-
-
-def export_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for r in rows:
-        rec = {c: _clean(r.get(c)) for c in EXPORT_COLUMNS if c in r}
-        rec.update({p: _clean(r["params"].get(p)) for p in PARAM_COLUMNS})
-        rec["trial"] = r["trial_number"]
-        rec["params"] = json.dumps(r["params"], sort_keys=True)
-        out.append({c: rec.get(c) for c in EXPORT_COLUMNS})
-    return out
 
 
 STUDY_COLUMNS = ("name", "task", "model", "trials", "best_score", "best_accuracy", "created_at", "updated_at",

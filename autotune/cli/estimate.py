@@ -1,7 +1,7 @@
 """``autotune estimate SPEC``: every (rank, batch size) of the search space with its predicted peak
 memory, step time and trial time, what does not fit, and the whole study's predicted time.
 
-The base model loads once and a short calibration probe runs (autotune.estimate.probe); torch is
+The base model loads once and a short calibration probe runs (autotune.costs.probe); torch is
 imported only then, so this module stays light for ``autotune --help``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 
@@ -26,39 +26,16 @@ def add_estimate_parser(sub: Any) -> None:
 
 def run_estimate(args: argparse.Namespace) -> int:
     from autotune.cli.limits import with_limits
-    from autotune.errors import SpecError
-    from autotune.estimate.calibration import CPU_SLACK, memory_limit_mb
-    from autotune.estimate.model import CostModel, expected_fraction, space_values, study_time_s
-    from autotune.inputs.check import check_inputs
+    from autotune.costs.calibration import CPU_SLACK
+    from autotune.costs.study_plan import estimate_study
     from autotune.spec import load_spec
-    from autotune.worker.preflight import preflight
 
     spec = with_limits(load_spec(args.spec), args)
-    for flag, n in (("--workers", args.workers), ("--n-trials", args.n_trials)):
-        if n is not None and n < 1:
-            raise SpecError(f"{flag} must be at least 1, got {n}")
-    examples = check_inputs(spec)
-    preflight(spec, list(examples.labels) if examples.labels else None)
+    est = estimate_study(spec, args.cache_dir, args.n_trials, args.workers)
+    from autotune.worker.memory import CPU_ALLOCATED  # torch: loaded by the probe already
 
-    from autotune.estimate.probe import calibrate  # torch: only now
-    from autotune.worker.memory import CPU_ALLOCATED
-
-    cal = calibrate(spec, args.cache_dir)
-    model = CostModel(cal)
-    limit, source = memory_limit_mb(spec, cal)
-    auto = spec.memory.gradient_checkpointing == "auto"
-    preds = []
-    for r in space_values(spec, "rank"):
-        for b in space_values(spec, "batch_size"):
-            p = model.predict(r, b)
-            if limit is not None and p.peak_memory_mb > limit and auto and model.predicts_checkpointed:
-                q = model.predict(r, b, checkpointed=True)  # auto: the config runs this way if it fits so
-                p = q if q.peak_memory_mb <= limit else p
-            preds.append(replace(p, fits=None if limit is None else p.peak_memory_mb <= limit))
-    pr = spec.pruner
-    fraction = expected_fraction(pr.name, spec.budget.evals, pr.min_resource, pr.reduction_factor, pr.n_warmup_steps)
-    n_trials = args.n_trials or spec.n_trials
-    total = study_time_s(preds, n_trials, fraction, args.workers)
+    cal, model, limit, source, preds = est.cal, est.model, est.limit_mb, est.limit_source, est.configs
+    fraction, n_trials, total = est.budget_fraction, est.n_trials, est.study_time_s
     if args.format == "json":
         out = {
             "name": spec.name,
@@ -83,7 +60,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     print(
         f"\n{n_fit}/{len(preds)} configs fit. Study: {n_trials} trials with {args.workers} worker(s), "
         f"{spec.pruner.name} pruning (expected {fraction:.0%} of each trial's budget): about "
-        f"{_duration(total)} (probe took {cal.probe_s:.0f} s)"
+        f"{duration(total)} (probe took {cal.probe_s:.0f} s)"
     )
     if cal.memory_kind == CPU_ALLOCATED:
         # worker/memory.py: MiniLM trials' RSS above the baseline ran 2.5-3.2x their allocated peak
@@ -115,7 +92,7 @@ def _print_table(preds: list[Any], limit: float | None, source: str, cal: Any) -
     print(render_table(rows, ("rank", "batch_size", "peak_memory_mb", "step_s", "train_s", "trial_s", "fits")))
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:

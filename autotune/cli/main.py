@@ -12,11 +12,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from autotune import __version__
 from autotune.cli import use
 from autotune.cli.estimate import add_estimate_parser
 from autotune.cli.limits import add_limit_args
 from autotune.errors import EXIT_DB_UNAVAILABLE, EXIT_INTERRUPTED, EXIT_USER_ERROR, USER_ERRORS, DatabaseUnavailable
+from autotune.version import __version__
 
 
 def _storage_arg(p: argparse.ArgumentParser) -> None:
@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     _storage_arg(q)
     use.add_train_parser(sub)
     add_estimate_parser(sub)
+    from autotune.cli.init import add_init_parser
+
+    add_init_parser(sub)
     return parser
 
 

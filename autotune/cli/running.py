@@ -85,28 +85,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def _launch(
     args: argparse.Namespace, url: str, name: str, spec: StudySpec | None, limits: RunLimits, n_trials: int | None
 ) -> RunSummary:
-    """Run study ``name`` (new from ``spec``, or the stored one when ``spec`` is None) in this
-    process, or with N worker processes when ``--workers``/``--devices`` ask for them."""
-    workers, devices = getattr(args, "workers", 1), getattr(args, "devices", "auto")  # `worker` has neither
-    if workers > 1 or devices not in ("auto", "cpu"):
-        from autotune.study.parallel import run_parallel
+    """``autotune.api.launch`` with the command's flags (``worker`` has no --workers/--devices)."""
+    from autotune.api import launch
 
-        return run_parallel(
-            url,
-            name,
-            spec=spec,
-            n_trials=n_trials,
-            workers=workers,
-            devices=devices,
-            show_progress=not args.no_progress,
-            cache_dir=args.cache_dir,
-            limits=limits,
-        )
-    from autotune.study import driver
-
-    show, cache = not args.no_progress, args.cache_dir
-    if spec is None:
-        return driver.resume_study(url, name, n_trials=n_trials, show_progress=show, cache_dir=cache, limits=limits)
-    return driver.run_study(
-        spec, url, study_name=name, n_trials=n_trials, show_progress=show, cache_dir=cache, limits=limits
-    )
+    return launch(url, name, spec, limits, n_trials, workers=getattr(args, "workers", 1),
+                  devices=getattr(args, "devices", "auto"), show_progress=not args.no_progress,
+                  cache_dir=args.cache_dir)  # fmt: skip

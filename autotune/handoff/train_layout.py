@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from autotune import __version__
 from autotune.spec import StudySpec
 from autotune.text_table import render_table
 from autotune.trial import TrialConfig, TrialResult, TrialState, config_to_json
+from autotune.version import __version__
 
 PROVENANCE = "autotune_train.json"  # the same name as autotune.worker.fit.PROVENANCE
 

@@ -129,9 +129,18 @@ def _csv_dialect(path: Path, sample: str, delimiter: str | None) -> type[csv.Dia
         Given.delimiter = delimiter
         return Given
     try:
-        return csv.Sniffer().sniff(sample, delimiters=",;\t|")
+        sniffed = csv.Sniffer().sniff(sample, delimiters=",;\t|")
     except csv.Error:
         return default
+
+    # Only the delimiter is taken from the sniffer: its guess of the quoting from a sample cut
+    # mid-field misreads files that quote fields holding the delimiter (as csv.DictWriter and
+    # spreadsheets write them), splitting such a field into an extra, nameless column.
+    class Sniffed(csv.excel):
+        pass
+
+    Sniffed.delimiter = sniffed.delimiter
+    return Sniffed
 
 
 def _read_file(path: Path, fmt: str, delimiter: str | None = None) -> list[Record]:
@@ -209,6 +218,11 @@ def _read_source(source: str, fmt: str, split: str = "train", delimiter: str | N
 
 
 # ---------------------------------------------------------------- checks and splits
+
+
+def read_rows(path: str) -> list[Record]:
+    """Every row of a data file (format from its name or content), as `autotune init` reads it."""
+    return _read_source(path, "auto")
 
 
 def _check_fields(rows: list[Record], fields: list[str], where: str) -> None:

@@ -12,7 +12,6 @@ from sqlalchemy import Connection, Engine, func, insert, inspect, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
-from autotune import __version__
 from autotune.errors import StorageError
 from autotune.storage import confirm, migrate
 from autotune.storage.engine import db_reason, init_lock, make_engine
@@ -21,6 +20,7 @@ from autotune.storage.rows import finite, now, result_values
 from autotune.storage.tables import curves, studies, trials
 from autotune.storage.url import parse_url, redact
 from autotune.trial import FINISHED_STATES, TrialResult, TrialState
+from autotune.version import __version__
 
 # Searched params that also have an indexed column of their own; all of them are in ``params``.
 _PARAM_COLUMNS = frozenset({"rank", "batch_size", "learning_rate"})

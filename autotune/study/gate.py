@@ -7,7 +7,7 @@
   toward n_trials); a trial whose predicted time would overrun the study's time budget is not
   started and the run ends; every trial run gets its prediction stored beside its measurement.
 
-The probe and the memory limit it is checked against are in ``autotune.estimate.calibration``.
+The probe and the memory limit it is checked against are in ``autotune.costs.calibration``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from autotune.costs.calibration import memory_limit_mb, study_calibration
 from autotune.errors import EXIT_STOPPED
-from autotune.estimate.calibration import memory_limit_mb, study_calibration
 from autotune.spec import StudySpec
 from autotune.storage import Store
 from autotune.study.guard import RunGuard
@@ -27,8 +27,8 @@ SKIP_LIMIT = 20  # consecutive configs not run by prediction before the run give
 
 class Gate:
     def __init__(self, spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> None:
-        from autotune.estimate.model import Correction, CostModel
-        from autotune.estimate.probe import device_key
+        from autotune.costs.model import Correction, CostModel
+        from autotune.costs.probe import device_key
 
         self.spec, self.store, self.name, self.guard = spec, store, name, guard
         self.correction = Correction()
@@ -96,11 +96,11 @@ class Gate:
         return None
 
     def _study_correction(self) -> Any:
-        """The correction (estimate.model.Correction) learned from every complete trial of the
+        """The correction (costs.model.Correction) learned from every complete trial of the
         study that ran on this kind of device, whichever worker or run trained it: a resumed study
         or a newly joined worker predicts with what the study has already measured."""
-        from autotune.estimate.model import Correction
-        from autotune.estimate.probe import trial_device_key
+        from autotune.costs.model import Correction
+        from autotune.costs.probe import trial_device_key
 
         c = Correction()
         for r in self.store.trials(self.name):
@@ -113,7 +113,7 @@ class Gate:
         return c
 
     def _nothing_fits(self) -> bool:
-        from autotune.estimate.model import space_values
+        from autotune.costs.model import space_values
 
         assert self.limit is not None
         return all(

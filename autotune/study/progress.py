@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget in a notebook, the text bar on a terminal
 
 from autotune.trial import TrialState
 
@@ -19,8 +19,9 @@ def _fmt(x: float | None) -> str:
 
 
 def make_bar(total: int, done: int) -> tqdm[Any] | None:
-    """A tqdm bar on a terminal; None elsewhere (CI logs, pipes get one line per trial)."""
-    if not sys.stderr.isatty():
+    """A tqdm bar on a terminal or in a Jupyter kernel; None elsewhere (CI logs, pipes get one
+    line per trial)."""
+    if not sys.stderr.isatty() and "ipykernel" not in sys.modules:
         return None
     return tqdm(total=total, initial=min(done, total), desc="trials", unit="trial", file=sys.stderr, dynamic_ncols=True)
 

@@ -82,7 +82,7 @@ def _mallinfo2() -> Callable[[], int] | None:
 # predicted or compared, and RSS does not. In one process the same MiniLM trial (rank 16, batch 16)
 # peaked at 404-503 MB of RSS and 156-157 MB allocated every time; rank 4, batch 64 at 1,532-1,728
 # MB RSS and 611-623 MB allocated (2026-12-03, both figures sampled side by side by this meter).
-# RSS above the baseline ran 2.5-3.2x the allocated peak: estimate/calibration.CPU_SLACK keeps that headroom
+# RSS above the baseline ran 2.5-3.2x the allocated peak: costs/calibration.CPU_SLACK keeps that headroom
 # when the limit is the available RAM. Each sample costs ~0.2 ms (mallinfo2 walks the free lists).
 _IN_USE = _mallinfo2()
 CPU_ALLOCATED = "cpu_allocated_above_baseline"  # memory_kind on glibc: the allocated-bytes meter

@@ -1,7 +1,7 @@
 """One LoRA trial, read top to bottom: setup -> model -> data -> train -> evaluate -> measure.
 
 The steps it is made of (one optimizer step, an evaluation pass, the optimizer, the evaluation
-schedule) are named in ``worker/steps.py``, where the calibration probe (estimate/probe.py) and
+schedule) are named in ``worker/steps.py``, where the calibration probe (costs/probe.py) and
 `autotune train` (worker/fit.py) call the same ones.
 
 The worker never imports optuna or storage: it takes a ``report(step, score) -> should_stop``

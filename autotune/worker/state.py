@@ -1,7 +1,7 @@
 """What a worker process keeps between trials: the base model and the tokenized data are built
 once and reused by every trial; only the LoRA adapters (and a task head) are new per trial.
 ``run_trial`` (the recipe) calls ``prepare_data`` -> ``base_model`` -> ``add_adapters`` ... train
-... ``remove_adapters``; the calibration probe (estimate/probe.py) and ``fit`` use the same."""
+... ``remove_adapters``; the calibration probe (costs/probe.py) and ``fit`` use the same."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The named steps of the trial recipe (worker/run_trial.py), public so that everything that must
-measure or reproduce a trial runs the same code: the calibration probe (estimate/probe.py) times
+measure or reproduce a trial runs the same code: the calibration probe (costs/probe.py) times
 and measures ``train_step`` and ``evaluate``; `autotune train` (worker/fit.py) evaluates with
 ``evaluate``. No optuna, no storage.
 """
@@ -37,7 +37,7 @@ def make_optimizer(
     """AdamW on the trainable (LoRA, head) parameters: fused on CUDA, foreach elsewhere. With LoRA+
     (``loraplus_lr_ratio``), peft's ``create_loraplus_optimizer`` groups them: lora_B (and 1-d
     weights such as DoRA's magnitudes) at ratio x lr, the rest at lr. The calibration probe
-    (autotune/estimate/probe.py) builds the same one, so it measures the trial."""
+    (autotune/costs/probe.py) builds the same one, so it measures the trial."""
     fused_ok = device.type == "cuda"
     kw: dict[str, Any] = {
         "weight_decay": c.weight_decay,

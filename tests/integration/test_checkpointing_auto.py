@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.estimate import probe
-from autotune.estimate.model import BatchFacts, Calibration, CostModel, ProbePoint
+from autotune.costs import probe
+from autotune.costs.model import BatchFacts, Calibration, CostModel, ProbePoint
 from autotune.storage import Store
 from autotune.worker.memory import memory_kind
 from tests.conftest import tiny_spec

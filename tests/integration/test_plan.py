@@ -137,7 +137,7 @@ def test_resume_reuses_the_stored_probe(
 ) -> None:
     """The first run probes once and stores it with the study; resume predicts from the stored
     probe without probing again (a probe here would fail: it is replaced by one that raises)."""
-    from autotune.estimate import probe
+    from autotune.costs import probe
 
     spec = write_spec(tiny_spec(name="cal", n_trials=2))
     assert cli("run", str(spec), "--storage", db_url, "--no-progress")[0] == 0
@@ -162,8 +162,8 @@ def test_resume_predicts_with_what_the_study_measured(cli: CliFn, write_spec: Ca
     made to have measured 2x the probe's memory and 1.5x its time; resume's trial is predicted so."""
     from sqlalchemy import update
 
-    from autotune.estimate.model import Calibration, CostModel
-    from autotune.estimate.probe import device_key
+    from autotune.costs.model import Calibration, CostModel
+    from autotune.costs.probe import device_key
     from autotune.spec import parse_spec
     from autotune.storage.plan import load_calibration
     from autotune.storage.tables import trials
@@ -248,8 +248,8 @@ def test_a_probe_stored_under_another_memory_figure_is_probed_again(
     meter) is resumed: its probe is run again, and its RSS peaks teach the correction nothing."""
     from sqlalchemy import update
 
-    from autotune.estimate import probe
-    from autotune.estimate.model import Calibration, CostModel
+    from autotune.costs import probe
+    from autotune.costs.model import Calibration, CostModel
     from autotune.spec import parse_spec
     from autotune.storage.plan import load_calibration, save_calibration
     from autotune.storage.tables import trials

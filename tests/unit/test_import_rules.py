@@ -172,7 +172,7 @@ def _module_level_third_party(path: Path) -> set[str]:
 # Where a heavy library may load when the module is imported; everywhere else it is imported
 # inside the function that needs it, so `best`, `trials`, `export`, `report` and `--help` stay
 # instant on a machine without a GPU stack, and so does importing the driver.
-TORCH_AT_IMPORT = ("worker/", "estimate/probe.py")
+TORCH_AT_IMPORT = ("worker/", "costs/probe.py")
 OPTUNA_AT_IMPORT = ("search/", "study/", "testing/", "optuna_private.py")
 
 

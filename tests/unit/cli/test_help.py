@@ -14,6 +14,8 @@ COMMANDS = [
     "worker",
     "best",
     "trials",
+    "studies",
+    "init",
     "export",
     "report",
     "train",

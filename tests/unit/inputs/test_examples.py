@@ -117,3 +117,19 @@ def test_bad_data_is_one_clear_line(tmp_path: Path, setup: Any, kw: dict[str, An
 def test_unknown_builtin() -> None:
     with pytest.raises(DataError, match="unknown built-in dataset 'nope'"):
         _load("builtin:nope")
+
+
+def test_a_csv_whose_quoted_fields_hold_commas_reads_as_written(tmp_path: Path) -> None:
+    """The sniffer guesses only the delimiter: its quoting guess from a sample once split such
+    fields into an extra, nameless column (found by `autotune init` on csv.DictWriter output)."""
+    import csv as _csv
+
+    from autotune.inputs.examples import read_rows
+
+    rows = [{"label": f"l{i % 3}", "text": f'"Quoted", then, commas {i}; and "more"'} for i in range(50)]
+    path = tmp_path / "q.csv"
+    with path.open("w", newline="") as fh:
+        w = _csv.DictWriter(fh, fieldnames=["label", "text"])
+        w.writeheader()
+        w.writerows(rows)
+    assert read_rows(str(path)) == rows

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from autotune.estimate.model import BatchFacts, Calibration, CostModel, ProbePoint, expected_fraction
+from autotune.costs.model import BatchFacts, Calibration, CostModel, ProbePoint, expected_fraction
 
 PER_RANK, HEAD = 10_000.0, 5_000.0
 
@@ -68,7 +68,7 @@ def test_asha_runs_a_fraction_of_each_trial() -> None:
 def test_a_study_learns_the_bias_the_probe_misses() -> None:
     """After one finished trial peaking at 1.5x its prediction, the next prediction is 1.5x too;
     a broken measurement (20x) teaches nothing."""
-    from autotune.estimate.model import Correction
+    from autotune.costs.model import Correction
 
     model = CostModel(_cal())
     corr = Correction()

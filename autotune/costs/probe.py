@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 import torch
 
-from autotune.estimate.model import BatchFacts, Calibration, ProbePoint, space_values
+from autotune.costs.model import BatchFacts, Calibration, ProbePoint, space_values
 from autotune.spec import StudySpec
 from autotune.trial import TrialConfig, trial_config
 from autotune.worker import data as wdata

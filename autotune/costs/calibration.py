@@ -41,8 +41,8 @@ def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str |
     import contextlib
     import dataclasses
 
-    from autotune.estimate.model import Calibration
-    from autotune.estimate.probe import calibrate, device_key, device_memory_mb
+    from autotune.costs.model import Calibration
+    from autotune.costs.probe import calibrate, device_key, device_memory_mb
     from autotune.storage.engine import sqlite_file_lock
     from autotune.storage.plan import load_calibration, save_calibration
     from autotune.worker.memory import memory_kind
