@@ -7,7 +7,7 @@ with random weights and saved as a local model directory), one process: the cali
 a study) and its ``peak_memory_mb`` and ``train_time_s`` are compared with the prediction.
 Relative error = |predicted - measured| / measured. Two predictions per config: the probe's alone
 (what ``autotune estimate`` prints before any trial), and the one a study makes, which also learns
-from its finished trials (``estimate.model.Correction``, fed in this script's order). Writes
+from its finished trials (``costs.model.Correction``, fed in this script's order). Writes
 bench/results/memory_prediction.json; the last line (the probe alone) is
 
     memory_median_err=A memory_max_err=B time_median_err=C
@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.estimate.model import Correction, CostModel
-from autotune.estimate.probe import calibrate
+from autotune.costs.model import Correction, CostModel
+from autotune.costs.probe import calibrate
 from autotune.spec import StudySpec, parse_spec
 from autotune.trial import trial_config
 
