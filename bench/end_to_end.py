@@ -268,28 +268,40 @@ def strategy_spec(spec: StudySpec, strategy: str) -> StudySpec:
     return parse_spec(data, f"{strategy} spec")
 
 
-def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int) -> None:
-    """One study of ``strategy`` with sampler seed ``seed``, stopped once it has spent ``cap`` of
-    the grid's compute; every trial a row of the race table, then an end row."""
-    from autotune.study.driver import default_trial_fn, run_study
+def _tracked(
+    bench: Bench, label: str, seed: int, sspec: StudySpec, state: dict[str, int], stop: Callable[[TrialConfig], bool]
+) -> TrialFn:
+    """The real worker, each trial a row of the race table under ``label`` with the compute spent
+    so far; once ``stop(config)`` says so after a trial, the driver's loop ends (that trial stored)."""
+    from autotune.study.driver import default_trial_fn
 
     worker = default_trial_fn()
-    sspec = strategy_spec(bench.spec, strategy)
-    limit = cap * bench.grid_compute()
-    state = {"compute": 0, "n": 0}
 
     def tracked(c: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
         r = worker(c, report, interrupt)
         state["compute"] += r.examples_seen
         state["n"] += 1
         _append(bench.race_csv, RACE_FIELDS, {
-            "strategy": strategy, "seed": seed, "trial": state["n"], "rank": c.rank, "batch_size": c.batch_size,
+            "strategy": label, "seed": seed, "trial": state["n"], "rank": c.rank, "batch_size": c.batch_size,
             "learning_rate": f"{c.learning_rate:.6g}", "state": r.state.value, "score": _fmt(r.score),
             "examples_seen": r.examples_seen, "compute": state["compute"], "params": _extra(sspec, c),
         })  # fmt: skip
-        if state["compute"] >= limit and interrupt is not None:
-            interrupt.set()  # the driver's loop ends once this trial is stored
+        if stop(c) and interrupt is not None:
+            interrupt.set()
         return r
+
+    return tracked
+
+
+def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int) -> None:
+    """One study of ``strategy`` with sampler seed ``seed``, stopped once it has spent ``cap`` of
+    the grid's compute; every trial a row of the race table, then an end row."""
+    from autotune.study.driver import run_study
+
+    sspec = strategy_spec(bench.spec, strategy)
+    limit = cap * bench.grid_compute()
+    state = {"compute": 0, "n": 0}
+    tracked = _tracked(bench, strategy, seed, sspec, state, lambda _c: state["compute"] >= limit)
 
     with tempfile.TemporaryDirectory() as tmp:
         run_study(sspec, f"sqlite:///{tmp}/race.db", n_trials=max_trials, show_progress=False,
@@ -305,30 +317,20 @@ def race_confirm(bench: Bench, strategy: str, seed: int, share: float, max_trial
     the study's own confirmation (the driver's, as a user runs it: ``resume`` with the trials it
     has). Its recommendation is the study's ``best``. Rows: ``strategy@share``, then a ``rec`` row."""
     from autotune.storage import Store
-    from autotune.study.driver import default_trial_fn, resume_study, run_study
+    from autotune.study.driver import resume_study, run_study
 
     shape = confirm_shape(strategy)
     assert shape is not None
-    worker = default_trial_fn()
     sspec = strategy_spec(bench.spec, strategy)
     label = f"{strategy}@{share}"
     confirm_cost = shape[0] * shape[1] * bench.target_cost()
     room = share * bench.grid_compute() - confirm_cost
     state = {"compute": 0, "n": 0}
 
-    def tracked(c: TrialConfig, report: ReportFn, interrupt: threading.Event | None) -> TrialResult:
-        r = worker(c, report, interrupt)
-        state["compute"] += r.examples_seen
-        state["n"] += 1
-        _append(bench.race_csv, RACE_FIELDS, {
-            "strategy": label, "seed": seed, "trial": state["n"], "rank": c.rank, "batch_size": c.batch_size,
-            "learning_rate": f"{c.learning_rate:.6g}", "state": r.state.value, "score": _fmt(r.score),
-            "examples_seen": r.examples_seen, "compute": state["compute"], "params": _extra(sspec, c),
-        })  # fmt: skip
-        searching = c.budget.train_examples != bench.target
-        if searching and state["compute"] + c.budget.train_examples > room and interrupt is not None:
-            interrupt.set()
-        return r
+    def no_room(c: TrialConfig) -> bool:  # a search trial after which another would not fit
+        return c.budget.train_examples != bench.target and state["compute"] + c.budget.train_examples > room
+
+    tracked = _tracked(bench, label, seed, sspec, state, no_room)
 
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/race.db"
