@@ -368,7 +368,7 @@ def _run(
     return RunSummary(
         name,
         store.count_finished(name),
-        total,
+        loop.total,  # with a confirmation phase: the search and its runs
         ran,
         loop.stop.event.is_set(),
         row["score"] if row else None,

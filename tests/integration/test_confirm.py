@@ -106,3 +106,10 @@ def test_keep_adapters_needs_confirmation(tmp_path: Path, cli: CliFn) -> None:
     path = _spec(tmp_path, keep_adapters=1)
     code, _out, err = cli("validate", str(path))
     assert code == 2 and "confirm_top" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_summary_counts_the_runs_in_the_total(tmp_path: Path, cli: CliFn) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    path = _spec(tmp_path, confirm_top=1, confirm_seeds=2)
+    code, _out, err = cli("run", str(path), "--storage", url, "--no-progress")
+    assert code == 0 and "6/6 trials finished" in err, err  # 4 search trials + 1 config x 2 seeds
