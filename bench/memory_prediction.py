@@ -20,7 +20,7 @@ correction); the default output is then bench/results/memory_prediction_checkpoi
 Run: python bench/memory_prediction.py [--models tiny,minilm,gpt2] [--train-examples 512] [--mmap-threshold 65536]
 [--checkpointing]
 The CUDA variant is the same script on a GPU machine (the trial then measures
-``max_memory_allocated``): bench/memory_prediction_cuda.sh.
+``max_memory_allocated``), writing memory_prediction_cuda.json; bench/gpu_check.sh runs it.
 """
 
 from __future__ import annotations
@@ -162,8 +162,11 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.out is None:
-        name = "memory_prediction_checkpointing.json" if args.checkpointing else "memory_prediction.json"
-        args.out = str(RESULTS / name)
+        import torch
+
+        name = "memory_prediction_checkpointing" if args.checkpointing else "memory_prediction"
+        # a GPU run keeps its own file beside the CPU one (CUDA's max_memory_allocated, not malloc's)
+        args.out = str(RESULTS / f"{name}{'_cuda' if torch.cuda.is_available() else ''}.json")
     if args.mmap_threshold is not None:
         import os
 

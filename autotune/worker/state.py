@@ -127,7 +127,7 @@ def add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
     if c.gradient_checkpointing:
         # the frozen embeddings' output needs requires_grad, or no gradient reaches the adapters
         # through the recomputed blocks: peft's hook does that (undone in remove_adapters)
-        base.activation_checkpointing_enable()  # type: ignore[operator]  # transformers 5 name of gradient_checkpointing_enable
+        _checkpointing(base, "enable")()
         model.enable_input_require_grads()
         _CHECKPOINTED.add(id(model))
     for p in model.parameters():
@@ -136,13 +136,20 @@ def add_adapters(base: torch.nn.Module, c: TrialConfig) -> torch.nn.Module:
     return model
 
 
+def _checkpointing(base: torch.nn.Module, verb: str) -> Any:
+    # transformers 5.2x names it activation_checkpointing_*; 5.17 (the CUDA image a lent H200 ran,
+    # bench/results/gpu_check.log) has only gradient_checkpointing_*: take whichever this one has
+    new = getattr(base, f"activation_checkpointing_{verb}", None)
+    return new if new is not None else getattr(base, f"gradient_checkpointing_{verb}")
+
+
 def remove_adapters(model: torch.nn.Module) -> None:
     # unload() takes the LoRA layers out; it leaves the trained head copy in place of the head,
     # so the head is put back to its initial weights for the next trial.
     if id(model) in _CHECKPOINTED:  # the cached base model runs the next trial as it was loaded
         _CHECKPOINTED.discard(id(model))
         model.disable_input_require_grads()  # type: ignore[operator]
-        model.base_model.model.activation_checkpointing_disable()  # type: ignore[union-attr,operator]
+        _checkpointing(model.base_model.model, "disable")()  # type: ignore[union-attr,arg-type]
     model.unload()  # type: ignore[operator]
     MODELS.restore_head()
 

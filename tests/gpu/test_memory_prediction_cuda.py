@@ -31,6 +31,6 @@ def test_memory_prediction_on_cuda() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     print(proc.stderr[-4000:])
     print(proc.stdout)
-    summary = json.loads((REPO / "bench" / "results" / "memory_prediction.json").read_text())["summary"]
+    summary = json.loads((REPO / "bench" / "results" / "memory_prediction_cuda.json").read_text())["summary"]
     assert summary["memory_median_err"] <= 0.05, summary
     assert summary["memory_max_err"] <= 0.05, summary  # issue 22: max and median within 5% on CUDA
