@@ -75,8 +75,10 @@ def run_estimate(args: argparse.Namespace) -> int:
 def _print_table(preds: list[Any], limit: float | None, source: str, cal: Any) -> None:
     from autotune.text_table import render_table
 
+    variants = len({p.variant for p in preds}) > 1  # the study searches placement or DoRA
     rows = [
         {
+            "adapters": p.variant,
             "rank": p.rank,
             "batch_size": p.batch_size,
             "peak_memory_mb": round(p.peak_memory_mb, 1),
@@ -89,7 +91,8 @@ def _print_table(preds: list[Any], limit: float | None, source: str, cal: Any) -
     ]
     where = "no limit" if limit is None else f"limit {limit:.0f} MB ({source})"
     print(f"predicted on {cal.device} ({cal.memory_kind}), {where}", file=sys.stderr)
-    print(render_table(rows, ("rank", "batch_size", "peak_memory_mb", "step_s", "train_s", "trial_s", "fits")))
+    cols = ("rank", "batch_size", "peak_memory_mb", "step_s", "train_s", "trial_s", "fits")
+    print(render_table(rows, (("adapters", *cols) if variants else cols)))
 
 
 def duration(seconds: float) -> str:

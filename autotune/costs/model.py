@@ -22,6 +22,13 @@ largest rank x smallest and largest batch). Step time is fitted the same way,
 ``step(r, B) = t0 + (u + v * r) * tokens``: forward and backward work is linear in the tokens of a
 batch at these lengths (Kaplan et al. 2020, C ~ 6 N per token; attention's quadratic term is small
 below a few hundred tokens), and a trial's train time sums it over its exact batch order.
+
+A study that searches where adapters go (``search.target_modules``) or DoRA (``search.use_dora``)
+trains other parameters with other activations: each such *variant* other than the spec's own gets
+two probe points of its own, the largest rank at the smallest and largest batch, and its trainable
+parameters counted at both rank ends. Its peak is then ``k0 + state_v(r) + s * (a + c * r) * T(B)``
+(its own intercept, its own counted state, and the base fit's token slope scaled by what the two
+points measured), and its step time the base prediction times the measured ratio at those points.
 """
 
 from __future__ import annotations
@@ -76,6 +83,21 @@ class ProbePoint:
     eval_peak_mb: float | None = None
 
 
+def variant_key(target_modules: Any, use_dora: Any) -> str:
+    """The cost-relevant adapter choices of a config, as the probe and the gate name them."""
+    tm = target_modules if isinstance(target_modules, str) else ",".join(target_modules)
+    return f"{tm}|dora" if use_dora else tm
+
+
+@dataclass(frozen=True)
+class VariantProbe:
+    """A searched placement or DoRA setting probed apart from the spec's own (see the docstring)."""
+
+    points: list[ProbePoint]  # the largest rank at the smallest and largest batch
+    params_per_rank: float
+    head_params: float
+
+
 @dataclass(frozen=True)
 class Calibration:
     device: str  # "cpu" or "cuda"
@@ -92,6 +114,10 @@ class Calibration:
     # memory.gradient_checkpointing: auto: the largest rank at the smallest and largest batch again,
     # with activations recomputed (empty otherwise, and in calibrations stored before it existed)
     checkpointed: list[ProbePoint] = field(default_factory=list)
+    # search.target_modules / search.use_dora: every other variant's own points, by variant_key;
+    # ``base_variant`` is the key of the spec's own setting, which ``points`` measured
+    variants: dict[str, VariantProbe] = field(default_factory=dict)
+    base_variant: str = ""
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -107,6 +133,10 @@ class Calibration:
                 "batches": {int(k): BatchFacts(**v) for k, v in d["batches"].items()},
                 "notes": list(d.get("notes", [])),
                 "checkpointed": [ProbePoint(**p) for p in d.get("checkpointed", [])],
+                "variants": {
+                    k: VariantProbe([ProbePoint(**p) for p in v["points"]], v["params_per_rank"], v["head_params"])
+                    for k, v in d.get("variants", {}).items()
+                },
             }
         )
 
@@ -137,6 +167,7 @@ class Prediction:
     setup_s: float = 0.0
     fits: bool | None = None
     checkpointed: bool = False  # predicted with gradient checkpointing (memory.gradient_checkpointing: auto)
+    variant: str = ""  # the placement (and "|dora") it was predicted for, when the study searches them
 
 
 class CostModel:
@@ -164,6 +195,27 @@ class CostModel:
         step_tok = np.array([p.step_tokens or p.tokens for p in pts], dtype=float)
         self.time = _fit3(step_tok, r * step_tok, np.array([p.step_s for p in pts]))
         self.mem_ckpt, self.ckpt_time_ratio = self._fit_checkpointed()
+        self.variant_fits = {k: self._fit_variant(v) for k, v in cal.variants.items()}
+
+    def _fit_variant(self, v: VariantProbe) -> tuple[float, float, float]:
+        """(k0, slope scale, time ratio) of a variant from its two points at the largest rank."""
+        base = {(p.rank, p.batch_size): p for p in self.cal.points}
+        _c0, a, c = self.mem
+        tok = np.array([p.tokens for p in v.points], dtype=float)
+        act = np.array([p.peak_mb - self._state_mb(p.rank, v.params_per_rank, v.head_params) for p in v.points])
+        slope0 = np.array([(a + c * p.rank) for p in v.points])
+        if np.ptp(tok) > 0:  # two widths: intercept and slope of their own
+            k0, k1, _ = _fit3(tok, np.zeros_like(tok), act)
+            scale = k1 / float(np.median(slope0)) if float(np.median(slope0)) > 0 else 1.0
+        else:
+            k0, scale = float(self.mem[0]), float(np.median((act - self.mem[0]) / np.maximum(slope0 * tok, 1e-9)))
+        ratios = [p.step_s / base[(p.rank, p.batch_size)].step_s for p in v.points if (p.rank, p.batch_size) in base]
+        return k0, max(0.0, scale), float(np.median(ratios)) if ratios else 1.0
+
+    @property
+    def variants(self) -> list[str]:
+        """Every variant this model predicts: the spec's own first, then those probed apart."""
+        return [self.cal.base_variant, *self.cal.variants]
 
     def _fit_checkpointed(self) -> tuple[tuple[float, float] | None, float]:
         """With activations recomputed, what backward keeps is each block's input (Chen et al.
@@ -189,7 +241,11 @@ class CostModel:
         return self.mem_ckpt is not None
 
     def state_mb(self, rank: int) -> float:
-        return BYTES_PER_TRAINABLE * (self.cal.params_per_rank * rank + self.cal.head_params) / MB
+        return self._state_mb(rank, self.cal.params_per_rank, self.cal.head_params)
+
+    @staticmethod
+    def _state_mb(rank: int, per_rank: float, head: float) -> float:
+        return BYTES_PER_TRAINABLE * (per_rank * rank + head) / MB
 
     def batch(self, batch_size: int) -> BatchFacts:
         facts = self.cal.batches.get(batch_size)
@@ -197,8 +253,37 @@ class CostModel:
             raise KeyError(f"batch size {batch_size} was not measured by the probe")
         return facts
 
-    def predict(self, rank: int, batch_size: int, checkpointed: bool = False) -> Prediction:
-        """``checkpointed``: with gradient checkpointing (KeyError when the probe did not measure it)."""
+    def predict(self, rank: int, batch_size: int, checkpointed: bool = False, variant: str | None = None) -> Prediction:
+        """``checkpointed``: with gradient checkpointing (KeyError when the probe did not measure it).
+        ``variant``: a searched placement / DoRA setting (``variant_key``); None or the spec's own
+        is the base fit; one the probe did not measure is predicted as the base, as before."""
+        fit = self.variant_fits.get(variant) if variant and variant != self.cal.base_variant else None
+        base = self._predict(rank, batch_size, checkpointed)
+        if fit is None:
+            return replace(base, variant=variant or self.cal.base_variant)
+        k0, scale, slower = fit
+        v = self.cal.variants[variant or ""]
+        b = self.batch(batch_size)
+        _c0, a, c = self.mem
+        peak = k0 + self._state_mb(rank, v.params_per_rank, v.head_params) + scale * (a + c * rank) * b.peak_tokens
+        if checkpointed:  # the variant's own share of what checkpointing keeps: the same ratio as plain
+            plain = self._predict(rank, batch_size, False).peak_memory_mb
+            peak = peak * base.peak_memory_mb / plain if plain > 0 else peak
+        if self.eval_mem is not None:  # the evaluation's own peak, with this variant's state
+            e0, e1 = self.eval_mem
+            peak = max(peak, e0 + self._state_mb(rank, v.params_per_rank, v.head_params) + e1 * b.eval_peak_tokens)
+        evals = base.trial_time_s - base.setup_s - base.train_time_s
+        train = base.train_time_s * slower
+        return replace(
+            base,
+            peak_memory_mb=max(0.0, peak),
+            step_s=base.step_s * slower,
+            train_time_s=train,
+            trial_time_s=base.setup_s + train + evals * slower,  # a forward pass's share too
+            variant=variant or "",
+        )
+
+    def _predict(self, rank: int, batch_size: int, checkpointed: bool) -> Prediction:
         b = self.batch(batch_size)
         c0, a, c = self.mem
         peak = c0 + self.state_mb(rank) + (a + c * rank) * b.peak_tokens

@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 import torch
 
-from autotune.costs.model import BatchFacts, Calibration, ProbePoint, space_values
+from autotune.costs.model import BatchFacts, Calibration, ProbePoint, VariantProbe, space_values, variant_key
 from autotune.spec import StudySpec
 from autotune.trial import TrialConfig, trial_config
 from autotune.worker import data as wdata
@@ -184,8 +184,22 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
                 )
                 checkpointed.append(_probe(base, entry, c, device, prec)[0])
     lo, hi = points[0], points[-1]
-    per_rank = (hi.trainable - lo.trainable) / (hi.rank - lo.rank) if hi.rank != lo.rank else lo.trainable / lo.rank
-    head = lo.trainable - per_rank * lo.rank
+    per_rank, head = _params_line(lo.rank, lo.trainable, hi.rank, hi.trainable)
+    variants = {}
+    for params in searched_variants(spec):
+        # the largest rank at both batch ends, as the checkpointed points; the trainable count at
+        # the smallest rank too (adapters added and removed, no step), for this variant's state(r)
+        c_lo = trial_config(
+            spec, {"rank": ranks[0], "batch_size": batches[0], "learning_rate": lr_value, **params}, cache_dir
+        )
+        vpoints = [
+            _probe(base, entry, trial_config(spec, {"rank": r, "batch_size": b, "learning_rate": lr_value, **params},
+                                             cache_dir), device, prec)[0]
+            for r, b in corners
+            if r == corners[-1][0]
+        ]  # fmt: skip
+        v_per_rank, v_head = _params_line(ranks[0], _trainable(base, c_lo), vpoints[0].rank, vpoints[0].trainable)
+        variants[variant_key(c_lo.model.target_modules, c_lo.use_dora)] = VariantProbe(vpoints, v_per_rank, v_head)
     total = device_memory_mb(device.type)
     kind = memory_kind(device.type)
     return Calibration(
@@ -198,6 +212,42 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
         probe_s=time.perf_counter() - t_start,
         device_memory_mb=total,
         params_per_rank=per_rank,
-        head_params=max(0.0, head),
+        head_params=head,
         checkpointed=checkpointed,
+        variants=variants,
+        base_variant=variant_key(first.model.target_modules, first.use_dora),
     )
+
+
+def searched_variants(spec: StudySpec) -> list[dict[str, Any]]:
+    """The searched placement x DoRA settings other than the spec's own (what the base points
+    measure), as the params a trial would get."""
+    import itertools
+
+    tms = [str(v) for v in spec.search.target_modules.choices or []] if spec.search.target_modules else [None]
+    doras = [bool(v) for v in spec.search.use_dora.choices or []] if spec.search.use_dora else [None]
+    out = []
+    for tm, dora in itertools.product(tms, doras):
+        params: dict[str, Any] = {}
+        if tm is not None:
+            params["target_modules"] = tm
+        if dora is not None:
+            params["use_dora"] = dora
+        own_tm = tm is None or tm == spec.lora.target_modules
+        own_dora = dora is None or dora == spec.lora.use_dora
+        if not (own_tm and own_dora):
+            out.append(params)
+    return out
+
+
+def _trainable(base: torch.nn.Module, c: TrialConfig) -> int:
+    model = state.add_adapters(base, c)
+    n = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    state.remove_adapters(model)
+    return n
+
+
+def _params_line(r_lo: int, n_lo: int, r_hi: int, n_hi: int) -> tuple[float, float]:
+    """Trainable parameters = per_rank x rank + head (a new task head, DoRA's magnitudes)."""
+    per_rank = (n_hi - n_lo) / (r_hi - r_lo) if r_hi != r_lo else n_lo / r_lo
+    return per_rank, max(0.0, n_lo - per_rank * r_lo)

@@ -1,6 +1,7 @@
 """`autotune estimate` and ``autotune.estimate(...)``: the probe, then every (rank, batch size) of
-the search space predicted against the memory limit, and the whole study's time. One function for
-both, so the CLI's table and the API's DataFrame are the same numbers. Torch loads here (probe)."""
+the search space (per searched placement / DoRA setting) predicted against the memory limit, and
+the whole study's time. One function for both, so the CLI's table and the API's DataFrame are the
+same numbers. Torch loads here (probe)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,14 @@ def estimate_study(
     limit, source = memory_limit_mb(spec, cal)
     auto = spec.memory.gradient_checkpointing == "auto"
     preds = []
-    for r in space_values(spec, "rank"):
-        for b in space_values(spec, "batch_size"):
-            p = model.predict(r, b)
-            if limit is not None and p.peak_memory_mb > limit and auto and model.predicts_checkpointed:
-                q = model.predict(r, b, checkpointed=True)  # auto: the config runs this way if it fits so
-                p = q if q.peak_memory_mb <= limit else p
-            preds.append(replace(p, fits=None if limit is None else p.peak_memory_mb <= limit))
+    for v in model.variants:  # a searched placement or DoRA setting: each predicted from its own points
+        for r in space_values(spec, "rank"):
+            for b in space_values(spec, "batch_size"):
+                p = model.predict(r, b, variant=v)
+                if limit is not None and p.peak_memory_mb > limit and auto and model.predicts_checkpointed:
+                    q = model.predict(r, b, checkpointed=True, variant=v)  # auto: it runs this way if it fits so
+                    p = q if q.peak_memory_mb <= limit else p
+                preds.append(replace(p, fits=None if limit is None else p.peak_memory_mb <= limit))
     pr = spec.pruner
     fraction = expected_fraction(pr.name, spec.budget.evals, pr.min_resource, pr.reduction_factor, pr.n_warmup_steps)
     n = n_trials or spec.n_trials

@@ -43,8 +43,12 @@ class Gate:
         self.checkpointed: set[int] = set()  # trials that auto turned checkpointing on for
 
     def _predict(self, params: dict[str, Any], checkpointed: bool = False) -> Any:
+        from autotune.costs.model import variant_key
+
+        lora = self.spec.lora  # a searched placement or DoRA is predicted from its own probe points
+        variant = variant_key(params.get("target_modules", lora.target_modules), params.get("use_dora", lora.use_dora))
         try:
-            return self.model.predict(int(params["rank"]), int(params["batch_size"]), checkpointed)
+            return self.model.predict(int(params["rank"]), int(params["batch_size"]), checkpointed, variant)
         except KeyError:
             return None  # a batch size the probe did not lay out: no prediction
 
@@ -117,7 +121,8 @@ class Gate:
 
         assert self.limit is not None
         return all(
-            self.correction.apply(self.model.predict(r, b, ckpt)).peak_memory_mb > self.limit
+            self.correction.apply(self.model.predict(r, b, ckpt, v)).peak_memory_mb > self.limit
+            for v in self.model.variants
             for r in space_values(self.spec, "rank")
             for b in space_values(self.spec, "batch_size")
             for ckpt in ((False, True) if self.auto else (False,))
