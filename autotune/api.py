@@ -76,9 +76,20 @@ def launch(
     devices: str = "auto",
     show_progress: bool = True,
     cache_dir: str | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    pack: bool | None = None,
 ) -> RunSummary:
     """Run study ``name`` (new from ``spec``, or the stored one when ``spec`` is None) in this
-    process, or with N worker processes when ``workers``/``devices`` ask for them."""
+    process, or with N worker processes when ``workers``/``devices`` ask for them, or on a Ray
+    cluster (``backend="ray"``, at ``address``; ``pack``: several trials per GPU by predicted memory)."""
+    if backend == "ray":
+        from autotune.study import ray_backend
+
+        opts = ray_backend.RayOptions(address=address, pack=pack, workers=workers)
+        return ray_backend.run(url, name, spec, limits, n_trials, opts, show_progress, cache_dir)  # type: ignore[no-any-return]
+    if backend != "local":
+        raise SpecError(f"backend: expected local or ray, got {backend!r}")
     if workers > 1 or devices not in ("auto", "cpu"):
         from autotune.study.parallel import run_parallel
 

@@ -227,3 +227,5 @@ class TrialResult:
     spec_error: bool = False
     gradient_checkpointing: bool = False  # the trial ran with activations recomputed
     rank_used: int | None = None  # the LoRA rank trained (lora.align_rank may round the sampled one up)
+    gpu_slot: str | None = None  # --backend ray: the host:GPU that ran it
+    cotenants: int | None = None  # --backend ray: other trials on that GPU while it ran (packing)

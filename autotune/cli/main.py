@@ -42,6 +42,17 @@ def _run_args(p: argparse.ArgumentParser, n_trials_from: str, *, workers: bool) 
     if workers:
         p.add_argument("--workers", type=int, default=1, help="worker processes on this machine (default: 1)")
         p.add_argument("--devices", default="auto", help="auto, cpu, or GPU ids like 0,1: one worker per GPU")
+        p.add_argument(
+            "--backend", choices=("local", "ray"), default="local",
+            help="where trials run: local worker processes (default), or Ray actors (pip install -e '.[ray]')",
+        )  # fmt: skip
+        p.add_argument(
+            "--address", default=None, help="with --backend ray: auto, or ray://host:10001 (default: a local Ray)"
+        )
+        p.add_argument(
+            "--pack", action=argparse.BooleanOptionalAction, default=None,
+            help="with --backend ray: share a GPU among trials by predicted memory (default: on when there are GPUs)",
+        )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--cache-dir", default=None, help="tokenized-data cache (default: ~/.cache/autotune)")
     add_limit_args(p)

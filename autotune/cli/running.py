@@ -90,4 +90,5 @@ def _launch(
 
     return launch(url, name, spec, limits, n_trials, workers=getattr(args, "workers", 1),
                   devices=getattr(args, "devices", "auto"), show_progress=not args.no_progress,
-                  cache_dir=args.cache_dir)  # fmt: skip
+                  cache_dir=args.cache_dir, backend=getattr(args, "backend", "local"),
+                  address=getattr(args, "address", None), pack=getattr(args, "pack", None))  # fmt: skip

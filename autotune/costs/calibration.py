@@ -5,7 +5,7 @@ Torch loads only inside the functions, when the probe runs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from autotune.spec import StudySpec
 from autotune.storage import Store
@@ -33,7 +33,22 @@ def memory_limit_mb(spec: StudySpec, cal: Any) -> tuple[float | None, str]:
     return cal.device_memory_mb, "available RAM"
 
 
-def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str | None) -> Any:
+class RemoteProbe(Protocol):
+    """The probe where the trials run, when that is not this process (``--backend ray``: a GPU
+    actor, while the driver may have no GPU at all)."""
+
+    def device_key(self, spec: StudySpec) -> str: ...
+
+    def calibrate(self, spec: StudySpec, cache_dir: str | None) -> dict[str, Any]: ...  # Calibration.to_json()
+
+    def device_memory_mb(self, device_type: str) -> float | None: ...
+
+    def memory_kind(self, device_type: str) -> str: ...
+
+
+def study_calibration(
+    spec: StudySpec, store: Store, name: str, cache_dir: str | None, remote: RemoteProbe | None = None
+) -> Any:
     """The probe this study already ran on this kind of device (stored with the study), else a new
     one, stored for ``resume`` and the other workers: the probe costs a study's first worker about
     20 s on the quickstart, and its figures do not change while the spec does not. On SQLite every
@@ -42,10 +57,20 @@ def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str |
     import dataclasses
 
     from autotune.costs.model import Calibration
-    from autotune.costs.probe import calibrate, device_key, device_memory_mb
     from autotune.storage.engine import sqlite_file_lock
     from autotune.storage.plan import load_calibration, save_calibration
-    from autotune.worker.memory import memory_kind
+
+    if remote is None:
+        from autotune.costs.probe import calibrate, device_key, device_memory_mb
+        from autotune.worker.memory import memory_kind
+
+        def fresh() -> Any:
+            return calibrate(spec, cache_dir)
+    else:
+        device_key, device_memory_mb, memory_kind = remote.device_key, remote.device_memory_mb, remote.memory_kind
+
+        def fresh() -> Any:
+            return Calibration.from_json(remote.calibrate(spec, cache_dir))
 
     key = device_key(spec)
     local = store.url.get_backend_name() == "sqlite"
@@ -57,6 +82,6 @@ def study_calibration(spec: StudySpec, store: Store, name: str, cache_dir: str |
         if cal is not None and cal.memory_kind == memory_kind(cal.device):
             # what is free now, not when the probe ran
             return dataclasses.replace(cal, device_memory_mb=device_memory_mb(cal.device), probe_s=0.0)
-        cal = calibrate(spec, cache_dir)
+        cal = fresh()
         save_calibration(store, name, key, cal.to_json())
         return cal

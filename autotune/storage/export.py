@@ -32,6 +32,8 @@ EXPORT_COLUMNS = (
     "samples_per_s",
     "tokens_per_s",
     "device",
+    "gpu_slot",
+    "cotenants",
     "precision",
     "optimizer_steps",
     "examples_seen",

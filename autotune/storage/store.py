@@ -218,6 +218,8 @@ class Store:
             target_modules=r.target_modules,
             gradient_checkpointing=r.gradient_checkpointing,
             rank_used=r.rank_used,
+            gpu_slot=r.gpu_slot,
+            cotenants=r.cotenants,
         )
         with self._tx(write=True) as conn:
             n = conn.execute(

@@ -76,6 +76,10 @@ trials = Table(
     Column("target_modules", JSON, nullable=True),  # the module names that got adapters (resolved preset)
     Column("gradient_checkpointing", Boolean, nullable=True),  # ran with activations recomputed (0005)
     Column("rank_used", Integer, nullable=True),  # the rank trained, after lora.align_rank (0005)
+    # --backend ray (0007): the GPU slot that ran it (host:gpu id) and how many other trials shared
+    # that GPU while it ran (packing by predicted memory)
+    Column("gpu_slot", String(256), nullable=True),
+    Column("cotenants", Integer, nullable=True),
     Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
     # budget.confirm_top (0006): the search trial whose config this one re-trains at the target
     # budget, the training seed it ran with, and where its adapter was kept (budget.keep_adapters)

@@ -59,6 +59,7 @@ def run_study(
     trial_fn: TrialFn | None = None,
     limits: RunLimits | None = None,
     sampler: SamplerFactory | None = None,
+    slots: Slots | None = None,
 ) -> RunSummary:
     """Create (or continue) the study named by ``spec`` (or ``study_name``) in the database at
     ``raw_url`` and run trials in this process until it holds ``n_trials`` (default: the spec's)
@@ -68,9 +69,10 @@ def run_study(
 
     ``trial_fn`` replaces the worker (benchmarks of the driver alone); by default it is
     ``autotune.worker.run_trial.run_trial``, imported when the first trial starts. ``sampler``
-    replaces the spec's sampler in this run (a benchmark racing a variant of the default)."""
+    replaces the spec's sampler in this run (a benchmark racing a variant of the default).
+    ``slots`` run the trials elsewhere, several at once (``study/ray_backend.py``)."""
     name = study_name or spec.name
-    return _set_up_and_run(raw_url, name, spec, limits, n_trials, show_progress, cache_dir, trial_fn, sampler)
+    return _set_up_and_run(raw_url, name, spec, limits, n_trials, show_progress, cache_dir, trial_fn, sampler, slots)
 
 
 def resume_study(
@@ -82,12 +84,13 @@ def resume_study(
     cache_dir: str | None = None,
     trial_fn: TrialFn | None = None,
     limits: RunLimits | None = None,
+    slots: Slots | None = None,
 ) -> RunSummary:
     """Continue a stored study without its spec file: the spec comes from the database, with
     this run's ``limits`` over its budget. Takes and returns what ``run_study`` does; raises
     StorageError (one line) when the database or the study does not exist, and creates nothing
     then."""
-    return _set_up_and_run(raw_url, study_name, None, limits, n_trials, show_progress, cache_dir, trial_fn)
+    return _set_up_and_run(raw_url, study_name, None, limits, n_trials, show_progress, cache_dir, trial_fn, None, slots)
 
 
 def _set_up_and_run(
@@ -100,10 +103,11 @@ def _set_up_and_run(
     cache_dir: str | None,
     trial_fn: TrialFn | None,
     sampler: SamplerFactory | None = None,
+    slots: Slots | None = None,
 ) -> RunSummary:
     store, spec = setup.begin(raw_url, name, spec, limits)
     try:
-        return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn, sampler)
+        return _run(spec, store, name, n_trials or spec.n_trials, show_progress, cache_dir, trial_fn, sampler, slots)
     finally:
         store.close()
 
@@ -307,6 +311,7 @@ def _run(
     cache_dir: str | None,
     trial_fn: TrialFn | None,
     sampler: SamplerFactory | None,
+    slots: Slots | None = None,
 ) -> RunSummary:
     setup.quiet()
     total = setup.total_for(spec, total)
@@ -318,50 +323,19 @@ def _run(
     progress = Progress(total, store.count_finished(name), enabled=show_progress, n_evals=spec.budget.evals, best=best)
     # Import the worker (torch, transformers, peft: seconds) before the first trial is asked for:
     # the imports are process start-up, not part of a trial's time, and a Ctrl-C during them
-    # leaves no trial behind.
-    run = trial_fn or default_trial_fn()
+    # leaves no trial behind. Slots (``--backend ray``) run the worker elsewhere: nothing to import.
+    run = trial_fn or (slots.trial_fns[0] if slots else default_trial_fn())
     guard = RunGuard()
-    # Predictions need a calibration probe on the real worker; a stand-in trial_fn (benchmarks of
-    # the driver alone, tests) runs without them.
-    gate = make_gate(spec, store, name, guard, cache_dir) if trial_fn is None else None
+    # Predictions need a calibration probe on the real worker (a slot's, with slots); a stand-in
+    # trial_fn (benchmarks of the driver alone, tests) runs without them.
+    gate = make_gate(spec, store, name, guard, cache_dir, slots.probe if slots else None) if trial_fn is None else None
+    if slots is not None and slots.on_gate is not None:
+        slots.on_gate(gate)  # packing reads its predictions
     loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate,
-                 keeps=trial_fn is None, n_search=total, planned=confirm.planned(study, spec))  # fmt: skip
-    ran = 0
-    outage = retry.Outage("asking Optuna for a trial", f"database {redact(store.url)}")
+                 keeps=trial_fn is None and slots is None, n_search=total,
+                 planned=confirm.planned(study, spec))  # fmt: skip
     with loop.stop.installed():
-        while (
-            not loop.stop.event.is_set() and guard.stop is None and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW
-        ):
-            work = loop.db(loop.reserve, "the study lock")
-            if work is None:
-                time.sleep(WAIT_POLL_S)
-                continue
-            if not work:
-                break
-            loop.told = None
-            try:
-                study.optimize(loop.objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
-                outage.ok()
-            except Exception as masked:
-                err = optuna_private.unmask(masked)
-                if loop.gave_up is not None:
-                    raise loop.gave_up from None
-                if optuna_private.is_late_tell(err):
-                    # This worker was paused past the grace period and its trial was failed and
-                    # re-queued meanwhile: Optuna refuses the late tell.
-                    pass
-                elif optuna_private.is_storage_error(err) and not retry.is_transient(err):
-                    # a database error in Optuna's own calls (a full disk, say): one line, as ours
-                    raise StorageError(f"database {redact(store.url)}: {retry.reason(err)}") from err
-                elif not retry.is_transient(err):
-                    raise
-                elif loop.told is not None:  # the database went away in Optuna's tell: tell again
-                    loop.db(lambda: outage.tell_again(study, loop.told), "the tell")
-                else:  # it went away in Optuna's ask, before any training: wait, then ask again
-                    outage.failed(err)
-            finally:
-                loop.release()  # if the ask itself failed, the lock is still ours
-            ran += 1
+        ran = _drive(loop) if slots is None else _drive_slots(loop, slots)
     progress.close()
     final_stop(store, name, guard, loop.stop.event.is_set())
     row = store.best(name)
@@ -375,6 +349,88 @@ def _run(
         stop_reason=guard.stop.reason if guard.stop else None,
         stop_code=guard.stop.exit_code if guard.stop else None,
     )
+
+
+def _drive(loop: _Loop) -> int:
+    """Reserve, ask, train, tell until the study is done or stopped: the trials this loop ran."""
+    study, guard, ran = loop.study, loop.guard, 0
+    outage = retry.Outage("asking Optuna for a trial", f"database {redact(loop.store.url)}")
+    while not loop.stop.event.is_set() and guard.stop is None and loop.duplicates_in_a_row < MAX_DUPLICATES_IN_A_ROW:
+        work = loop.db(loop.reserve, "the study lock")
+        if work is None:
+            time.sleep(WAIT_POLL_S)
+            continue
+        if not work:
+            break
+        loop.told = None
+        try:
+            study.optimize(loop.objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+            outage.ok()
+        except Exception as masked:
+            err = optuna_private.unmask(masked)
+            if loop.gave_up is not None:
+                raise loop.gave_up from None
+            if optuna_private.is_late_tell(err):
+                # This worker was paused past the grace period and its trial was failed and
+                # re-queued meanwhile: Optuna refuses the late tell.
+                pass
+            elif optuna_private.is_storage_error(err) and not retry.is_transient(err):
+                # a database error in Optuna's own calls (a full disk, say): one line, as ours
+                raise StorageError(f"database {redact(loop.store.url)}: {retry.reason(err)}") from err
+            elif not retry.is_transient(err):
+                raise
+            elif loop.told is not None:  # the database went away in Optuna's tell: tell again
+                loop.db(lambda: outage.tell_again(study, loop.told), "the tell")
+            else:  # it went away in Optuna's ask, before any training: wait, then ask again
+                outage.failed(err)
+        finally:
+            loop.release()  # if the ask itself failed, the lock is still ours
+        ran += 1
+    return ran
+
+
+@dataclass(frozen=True)
+class Slots:
+    """Trials run elsewhere (``--backend ray``): one trial function per slot, each driven by a
+    thread of this process, so this process stays the one that asks, tells and writes. ``probe``
+    runs the calibration probe where the trials run (``costs.calibration.RemoteProbe``)."""
+
+    trial_fns: list[TrialFn]
+    probe: Any = None
+    on_gate: Callable[[Any], None] | None = None
+
+
+def _drive_slots(first: _Loop, slots: Slots) -> int:
+    """One ``_drive`` per slot, in threads sharing the study, its sampler (Optuna's own n_jobs
+    does the same; TPE's constant liar sees the running trials), the gate, the guard and the stop.
+    The study lock still serialises reserve -> ask -> claim, so the total is exact. The main
+    thread waits here, where Ctrl-C reaches it, and re-raises the first error a slot met."""
+    import dataclasses
+    import threading
+
+    loops = [first] + [dataclasses.replace(first, trial_fn=fn, told=None, _lock=None) for fn in slots.trial_fns[1:]]
+    counts = [0] * len(loops)
+    errors: list[BaseException] = []
+
+    def drive(k: int) -> None:
+        try:
+            counts[k] = _drive(loops[k])
+        except BaseException as err:  # handed to the main thread; the other slots stop
+            errors.append(err)
+            first.stop.event.set()
+
+    threads = [
+        threading.Thread(target=drive, args=(k,), name=f"autotune-slot-{k}", daemon=True) for k in range(len(loops))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if errors:
+        raise errors[0]
+    first.total = max(lp.total for lp in loops)
+    return sum(counts)
 
 
 def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from autotune.costs.calibration import memory_limit_mb, study_calibration
+from autotune.costs.calibration import RemoteProbe, memory_limit_mb, study_calibration
 from autotune.errors import EXIT_STOPPED
 from autotune.spec import StudySpec
 from autotune.storage import Store
@@ -26,15 +26,27 @@ SKIP_LIMIT = 20  # consecutive configs not run by prediction before the run give
 
 
 class Gate:
-    def __init__(self, spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> None:
+    def __init__(
+        self,
+        spec: StudySpec,
+        store: Store,
+        name: str,
+        guard: RunGuard,
+        cache_dir: str | None,
+        remote: RemoteProbe | None = None,
+    ) -> None:
         from autotune.costs.model import Correction, CostModel
-        from autotune.costs.probe import device_key
 
         self.spec, self.store, self.name, self.guard = spec, store, name, guard
         self.correction = Correction()
         self.t_start = time.monotonic()
-        self.key = device_key(spec)
-        self.cal = study_calibration(spec, store, name, cache_dir)
+        if remote is None:
+            from autotune.costs.probe import device_key
+
+            self.key = device_key(spec)
+        else:  # the trials run elsewhere (--backend ray): so does the probe
+            self.key = remote.device_key(spec)
+        self.cal = study_calibration(spec, store, name, cache_dir, remote)
         self.model = CostModel(self.cal)
         self.limit, self.limit_source = memory_limit_mb(spec, self.cal)
         self.budget_s = spec.budget.study_time_s
@@ -129,13 +141,15 @@ class Gate:
         )
 
 
-def make_gate(spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None) -> Gate | None:
+def make_gate(
+    spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None, remote: RemoteProbe | None = None
+) -> Gate | None:
     """The Gate, or None when the calibration probe itself fails (an OOM at the largest config,
     a model the probe cannot train): the study then runs without predictions, as before."""
     import sys
 
     try:
-        return Gate(spec, store, name, guard, cache_dir)
+        return Gate(spec, store, name, guard, cache_dir, remote)
     except Exception as err:  # the probe is an optimisation: its failure must not stop the study
         first = (str(err).splitlines() or [""])[0][:160]
         print(
