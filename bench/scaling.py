@@ -11,8 +11,13 @@ RDBStorage, heartbeats, our tables, the counting and reaping logic. Measured:
   workers (duplicates of a running or finished trial are recorded, not trained). Before workers
   had seed streams of their own, 2 workers gave N/2 + a few: they marched in lockstep.
 
+- worker_startup_s: one fresh process's start-up to its first trial (imports, set-up, preflight),
+  paid once per worker and kept out of the throughput figures (the parent's one worker is warm).
+- ray_*: the same trials with ``--backend ray`` on a local Ray, 1 and 2 actors (trials/s, the
+  driver's ms per trial, the speedup of 2 actors), beside 2 workers' trials/s.
+
 Writes bench/results/scaling.json and ends with:
-    speedup_2_workers=X sqlite_ms_per_trial=Y postgres_ms_per_trial=Z
+    speedup_2_workers=X sqlite_ms_per_trial=Y postgres_ms_per_trial=Z ...
 
 Run: python bench/scaling.py [--trials 40] [--sleep 0.2]
 """
@@ -74,6 +79,11 @@ def _sleep_trial(sleep_s: float) -> Any:
 def _child(url: str, name: str, n: int, sleep_s: float, ready: Any, go: Any) -> None:
     from autotune.study.driver import resume_study
 
+    # The same warm-up the one-worker run had in the parent: a worker's start-up (imports, the
+    # preflight's transformers and meta model: 5.4 s in a profile) is paid once per process, not
+    # per trial, and is measured apart (worker_startup_s). Timing it inside "2 workers" but not
+    # inside "1 worker" made 2 workers read 0.63-0.75x.
+    one_worker(url, 3, 0.0)
     ready.set()
     go.wait()
     resume_study(url, name, n_trials=n, show_progress=False, trial_fn=_sleep_trial(sleep_s))
@@ -118,6 +128,44 @@ def many_workers(url: str, n: int, sleep_s: float, k: int) -> tuple[float, int]:
     return time.perf_counter() - t0, distinct_configs(url, name)
 
 
+def worker_startup_s(url: str) -> float:
+    """A fresh process's `autotune worker` start-up up to its first trial: imports, set-up and
+    the preflight (transformers on the meta device), what each process pays once."""
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).parent)
+    code = (
+        f"import time,sys; t=time.perf_counter(); sys.path.insert(0, {here!r}); import scaling; "
+        f"scaling.one_worker({url!r}, 1, 0.0); print(time.perf_counter()-t)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def ray_driver(n: int, sleep_s: float, actors: int) -> float:
+    """The same sleep trials on ``actors`` Ray actors of a local Ray (--backend ray), timed from
+    the first ask: the driver's threads, Optuna and storage are real; the trial sleeps on an actor.
+    Ray's own start (several seconds) is left out, as the workers' imports are."""
+    import ray
+
+    from autotune.study import ray_backend
+    from autotune.study.limits import RunLimits
+
+    ray.init(num_cpus=max(2, actors), include_dashboard=False, log_to_driver=False)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            url = f"sqlite:///{tmp}/ray.db"
+            opts = ray_backend.RayOptions(workers=actors)
+            fn = _sleep_trial(sleep_s)
+            ray_backend.run(url, "warm", _spec("warm", 2), RunLimits(), None, opts, False, None, fn)
+            t0 = time.perf_counter()
+            ray_backend.run(url, "rayscale", _spec("rayscale", n), RunLimits(), None, opts, False, None, fn)
+            return time.perf_counter() - t0
+    finally:
+        ray.shutdown()
+
+
 def _pg_url() -> str | None:
     try:
         import psycopg
@@ -151,6 +199,11 @@ def main() -> None:
         t1, d1 = one_worker(sqlite, n, s)
         t2, d2 = many_workers(sqlite, n, s, 2)
         _, d4 = many_workers(sqlite, n, s, 4)
+        startup = worker_startup_s(sqlite)
+    try:
+        ray1, ray2 = ray_driver(n, s, 1), ray_driver(n, s, 2)
+    except ImportError:  # the ray extra is not installed
+        ray1 = ray2 = float("nan")
     pg = _pg_url()
     tpg = float("nan")
     if pg is not None:
@@ -171,6 +224,13 @@ def main() -> None:
         "distinct_configs_1_worker": d1,
         "distinct_configs_2_workers": d2,
         "distinct_configs_4_workers": d4,
+        "worker_startup_s": startup,
+        "ray_1_actor_s": ray1,
+        "ray_2_actors_s": ray2,
+        "ray_trials_per_s_2_actors": n / ray2,
+        "workers_trials_per_s_2": n / t2,
+        "ray_driver_ms_per_trial": (ray1 - n * s) / n * 1000,
+        "ray_speedup_2_actors": ray1 / ray2,
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "scaling.json").write_text(json.dumps(out, indent=2))
@@ -178,7 +238,12 @@ def main() -> None:
     print(
         f"speedup_2_workers={out['speedup_2_workers']:.2f} sqlite_ms_per_trial={out['sqlite_ms_per_trial']:.1f} "
         f"postgres_ms_per_trial={out['postgres_ms_per_trial']:.1f} "
-        f"distinct_configs_1_2_4_workers={d1}/{d2}/{d4} of {n}"
+        f"distinct_configs_1_2_4_workers={d1}/{d2}/{d4} of {n} worker_startup_s={startup:.1f}"
+    )
+    print(
+        f"ray: trials_per_s_2_actors={out['ray_trials_per_s_2_actors']:.2f} (2 workers: "
+        f"{out['workers_trials_per_s_2']:.2f}) driver_ms_per_trial={out['ray_driver_ms_per_trial']:.1f} "
+        f"speedup_2_actors={out['ray_speedup_2_actors']:.2f}"
     )
 
 

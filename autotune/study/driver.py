@@ -328,7 +328,8 @@ def _run(
     guard = RunGuard()
     # Predictions need a calibration probe on the real worker (a slot's, with slots); a stand-in
     # trial_fn (benchmarks of the driver alone, tests) runs without them.
-    gate = make_gate(spec, store, name, guard, cache_dir, slots.probe if slots else None) if trial_fn is None else None
+    gated = trial_fn is None and (slots is None or slots.gate)
+    gate = make_gate(spec, store, name, guard, cache_dir, slots.probe if slots else None) if gated else None
     if slots is not None and slots.on_gate is not None:
         slots.on_gate(gate)  # packing reads its predictions
     loop = _Loop(spec, store, name, study, progress, run, TwoStageStop(), cache_dir, seed, total, guard, gate,
@@ -398,6 +399,7 @@ class Slots:
     trial_fns: list[TrialFn]
     probe: Any = None
     on_gate: Callable[[Any], None] | None = None
+    gate: bool = True  # False: the slots run a stand-in for the worker (no probe to run there)
 
 
 def _drive_slots(first: _Loop, slots: Slots) -> int:

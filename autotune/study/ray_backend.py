@@ -65,9 +65,10 @@ class _TrialHost:
     """A Ray actor (``ray.remote`` wraps it at run time): one trial at a time, in a thread of its
     own, so the driver can poll its evaluations, answer the pruner and interrupt it."""
 
-    def __init__(self, threads: int | None) -> None:
+    def __init__(self, threads: int | None, trial_fn: TrialFn | None = None) -> None:
         if threads:
             os.environ["AUTOTUNE_THREADS"] = str(threads)
+        self._trial_fn = trial_fn  # a stand-in for the worker (bench/scaling.py's sleep trials)
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._decisions: queue.Queue[bool] = queue.Queue()
         self._interrupt = threading.Event()
@@ -81,7 +82,7 @@ class _TrialHost:
     def start(self, config: TrialConfig) -> None:
         from autotune.study.driver import default_trial_fn
 
-        run = default_trial_fn()
+        run = self._trial_fn or default_trial_fn()
         self._interrupt.clear()
         for q in (self._events, self._decisions):
             while not q.empty():
@@ -182,6 +183,7 @@ class _Pool:
     host_cls: Any
     options: dict[str, Any]  # Ray's options for each actor (num_gpus, num_cpus)
     threads: int | None
+    trial_fn: TrialFn | None
     actors: list[Any]
     where: list[dict[str, Any]]
     ledger: Ledger | None
@@ -193,7 +195,7 @@ class _Pool:
     def new_actor(self, k: int) -> None:
         self.generation[k] += 1  # a slot's actors are named by slot and generation: ray.get_actor finds them
         name = f"autotune:{self.study}:{k}:{self.generation[k]}"
-        actor = self.host_cls.options(name=name, **self.options).remote(self.threads)
+        actor = self.host_cls.options(name=name, **self.options).remote(self.threads, self.trial_fn)
         where = self.ray.get(actor.where.remote())
         with self.lock:
             self.actors[k], self.where[k] = actor, where
@@ -296,8 +298,9 @@ def connect(options: RayOptions) -> Any:
     return ray
 
 
-def make_slots(options: RayOptions, study: str) -> tuple[Any, Any]:
-    """The actors, and the driver's ``Slots`` over them. Returns (Slots, pool)."""
+def make_slots(options: RayOptions, study: str, trial_fn: TrialFn | None = None) -> tuple[Any, Any]:
+    """The actors, and the driver's ``Slots`` over them. Returns (Slots, pool). ``trial_fn``
+    replaces the worker on the actors (a benchmark of the driver alone: no probe, no gate)."""
     from autotune.costs.calibration import CUDA_MARGIN
     from autotune.study.driver import Slots
 
@@ -315,7 +318,8 @@ def make_slots(options: RayOptions, study: str) -> tuple[Any, Any]:
         n = max(1, options.workers)
         opts, threads = {"num_cpus": max(1, cpus // n)}, max(1, cpus // n)
     host_cls = ray.remote(max_concurrency=4)(_TrialHost)
-    pool = _Pool(ray, host_cls, opts, threads, [None] * n, [{}] * n, None, study=study, generation=[-1] * n)
+    pool = _Pool(ray, host_cls, opts, threads, trial_fn, [None] * n, [{}] * n, None, study=study,
+                 generation=[-1] * n)  # fmt: skip
     for k in range(n):
         pool.new_actor(k)
     if pack:
@@ -328,7 +332,7 @@ def make_slots(options: RayOptions, study: str) -> tuple[Any, Any]:
     def on_gate(gate: Any) -> None:
         pool.gate = gate
 
-    slots = Slots([_slot_fn(pool, k) for k in range(n)], _Probe(ray, pool.actors[0]), on_gate)
+    slots = Slots([_slot_fn(pool, k) for k in range(n)], _Probe(ray, pool.actors[0]), on_gate, gate=trial_fn is None)
     return slots, pool
 
 
@@ -341,11 +345,13 @@ def run(
     options: RayOptions,
     show_progress: bool = True,
     cache_dir: str | None = None,
+    trial_fn: TrialFn | None = None,
 ) -> Any:
-    """``autotune run/resume --backend ray``: the study driven here, its trials on Ray's actors."""
+    """``autotune run/resume --backend ray``: the study driven here, its trials on Ray's actors
+    (``trial_fn``: a stand-in for the worker there, for benchmarks of the driver)."""
     from autotune.study import driver
 
-    slots, pool = make_slots(options, name)
+    slots, pool = make_slots(options, name, trial_fn)
     try:
         if spec is None:
             return driver.resume_study(url, name, n_trials=n_trials, show_progress=show_progress,
