@@ -131,19 +131,23 @@ def run(
     memory_limit_mb: float | None = None,
     show_progress: bool = True,
     cache_dir: str | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    pack: bool | None = None,
 ) -> Study:
     """Create (or continue) the study of ``spec`` (a YAML path, a dict or a StudySpec) in
     ``storage`` (default: $AUTOTUNE_STORAGE, else sqlite:///autotune.db) and run it to ``n_trials``
     finished trials (default: the spec's), as `autotune run`. Returns the Study, also after a
-    Ctrl-C (the interrupted trial is re-queued: ``Study.resume`` or `autotune resume` finishes)."""
+    Ctrl-C (the interrupted trial is re-queued: ``Study.resume`` or `autotune resume` finishes).
+    ``backend="ray"`` runs the trials on a Ray cluster (``address``; ``pack``), as `--backend ray`."""
     _positive(n_trials, "n_trials")
     _positive(workers, "workers")
     limits = RunLimits(study_time_s=time_budget_s, memory_limit_mb=memory_limit_mb)
     s = limits.apply(_spec(spec))
     url = resolve_url(storage)
     name = study_name or s.name
-    summary = launch(url, name, s, limits, n_trials, workers=workers, devices=devices,
-                     show_progress=show_progress, cache_dir=cache_dir)  # fmt: skip
+    summary = launch(url, name, s, limits, n_trials, workers=workers, devices=devices, show_progress=show_progress,
+                     cache_dir=cache_dir, backend=backend, address=address, pack=pack)  # fmt: skip
     _finished(summary, url)
     return Study(name, url)
 
@@ -247,11 +251,20 @@ class Study:
         )
         return _optuna.load_study(study_name=self.name, storage=storage)
 
-    def resume(self, n_trials: int | None = None, *, workers: int = 1, show_progress: bool = True) -> Study:
-        """Continue the study to ``n_trials`` finished trials (default: its spec's), as `resume`."""
+    def resume(
+        self,
+        n_trials: int | None = None,
+        *,
+        workers: int = 1,
+        show_progress: bool = True,
+        backend: str = "local",
+        address: str | None = None,
+    ) -> Study:
+        """Continue the study to ``n_trials`` finished trials (default: its spec's), as `resume`
+        (``backend="ray"``: on a Ray cluster at ``address``, as `resume --backend ray`)."""
         _positive(n_trials, "n_trials")
         summary = launch(self.storage, self.name, None, RunLimits(), n_trials, workers=workers,
-                         show_progress=show_progress)  # fmt: skip
+                         show_progress=show_progress, backend=backend, address=address)  # fmt: skip
         _finished(summary, self.storage)
         return self
 
