@@ -148,6 +148,12 @@ def make_gate(
     a model the probe cannot train): the study then runs without predictions, as before."""
     import sys
 
+    asked = spec.budget.study_time_s is not None or spec.budget.memory_limit_mb is not None
+    if _one_config(spec) and not asked and spec.memory.gradient_checkpointing != "auto":
+        # a pinned config (`best --format spec`, a confirmation study): there is no choice for a
+        # prediction to make, and the probe costs 10-20 s on the quickstart (issue 20); an OOM is
+        # still stored as oom. With a limit or a time budget the user asked for the check: it runs.
+        return None
     try:
         return Gate(spec, store, name, guard, cache_dir, remote)
     except Exception as err:  # the probe is an optimisation: its failure must not stop the study
@@ -156,3 +162,18 @@ def make_gate(
             f"autotune: calibration probe failed ({err.__class__.__name__}: {first}); no predictions", file=sys.stderr
         )
         return None
+
+
+def _one_config(spec: StudySpec) -> bool:
+    """True when the search space holds a single configuration."""
+    from optuna.distributions import CategoricalDistribution
+
+    from autotune.search.space import distributions
+
+    for d in distributions(spec).values():
+        if isinstance(d, CategoricalDistribution):
+            if len(d.choices) > 1:
+                return False
+        elif getattr(d, "low", None) != getattr(d, "high", None):
+            return False
+    return True

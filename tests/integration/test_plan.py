@@ -283,3 +283,19 @@ def test_a_probe_stored_under_another_memory_figure_is_probed_again(
     params = new["params"]
     raw = CostModel(Calibration.from_json(again)).predict(int(params["rank"]), int(params["batch_size"]))
     assert new["predicted_memory_mb"] == pytest.approx(raw.peak_memory_mb, rel=1e-6)  # not 2x
+
+
+def test_a_pinned_config_runs_without_the_probe_unless_a_limit_asks(
+    cli: CliFn, write_spec: Callable[..., Path], db_url: str
+) -> None:
+    pinned = {"rank": {"choices": [4]}, "batch_size": {"choices": [16]}, "learning_rate": {"choices": [1e-3]}}
+    rc, _out, err = cli("run", str(write_spec(tiny_spec("pinned", search=pinned, n_trials=1))), "--storage", db_url)
+    assert rc == 0, err
+    (row,) = Store.open_existing(db_url, "pinned").trials("pinned")
+    assert row["state"] == "complete" and row["predicted_memory_mb"] is None  # no probe: nothing to choose
+    limited = tiny_spec("pinned-limit", search=pinned, n_trials=1, budget={"train_examples": 128, "evals": 2,
+                        "max_eval_examples": 64, "memory_limit_mb": 10000})  # fmt: skip
+    rc, _out, err = cli("run", str(write_spec(limited, "l.yaml")), "--storage", db_url)
+    assert rc == 0, err
+    (row,) = Store.open_existing(db_url, "pinned-limit").trials("pinned-limit")
+    assert row["predicted_memory_mb"] is not None  # a limit asks for the check
