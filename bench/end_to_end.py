@@ -13,7 +13,9 @@ against the best config measured the same way (its regret), at equal compute (is
    trains with the task's training seed and is scored on the task's validation split. Strategies:
    ``default`` (autotune's default search: tpe + asha), ``tpe_asha`` (TPE after the same Sobol
    start-up, without the bound probe and sweep), ``random_asha``; ``grid_random`` (the grid in a
-   random order) is read from the grid's own table, with no training.
+   random order) is read from the grid's own table, with no training. ``warm`` (on request): an
+   earlier study (another sampler seed, half the short budget) warm-starts the default study, and
+   its examples count toward the same compute.
 4. ``confirm``: at 10%, 20% and 40% of the grid's compute, each study's recommendation (its best
    complete trial so far), the grid's own pick and the oracle are trained at the target budget
    with the fresh training seeds 101, 102, 103; a config is trained once per seed, whatever asks.
@@ -53,7 +55,8 @@ from autotune.spec import PrunerSpec, SamplerSpec, StudySpec, load_spec, parse_s
 from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
-STRATEGIES = ("default", "tpe_asha", "random_asha", "grid_random")
+STRATEGIES = ("default", "tpe_asha", "random_asha", "grid_random", "warm")
+DEFAULT_STRATEGIES = STRATEGIES[:4]  # ``warm`` on request: it trains an earlier study per seed too
 READINGS = (0.1, 0.2, 0.4)
 FRESH_SEEDS = (101, 102, 103)
 ORACLE_TOP = 8
@@ -364,6 +367,40 @@ def race_confirm(bench: Bench, strategy: str, seed: int, share: float, max_trial
     print(f"race {label} seed {seed}: {state['n']} trials, {state['compute']} examples", flush=True)
 
 
+def race_warm(bench: Bench, seed: int, cap: float, max_trials: int) -> None:
+    """``warm``: warm start measured honestly (issue 20). An earlier study first, with another
+    sampler seed (seed + 1000) and half the short-trial budget, the spec's n_trials (its rows:
+    ``warm_prior``); then the default study warm-started from it, as ``run --warm-start`` does,
+    stopped at ``cap`` of the grid's compute *counting the earlier study's examples too*. Its
+    recommendation is the best of its own trials, never a prior's."""
+    from autotune.study.driver import run_study
+    from autotune.study.warm_start import warm_start
+
+    sspec = strategy_spec(bench.spec, "default")
+    data = sspec.model_dump(mode="json")
+    data["name"] = "earlier"
+    data["budget"]["train_examples"] = max(1, sspec.budget.train_examples // 2)
+    earlier = parse_spec(data, "earlier study")
+    limit = cap * bench.grid_compute()
+    state = {"compute": 0, "n": 0}
+    prior_fn = _tracked(bench, "warm_prior", seed, earlier, state, lambda _c: False)
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/race.db"
+        run_study(earlier, url, show_progress=False, cache_dir=bench.cache_dir, trial_fn=prior_fn,
+                  sampler=_sampler("default", seed + 1000))  # fmt: skip
+        warm_start(sspec, url, sspec.name, "earlier")
+        state["n"] = 0
+        main_fn = _tracked(bench, "warm", seed, sspec, state, lambda _c: state["compute"] >= limit)
+        run_study(sspec, url, n_trials=max_trials, show_progress=False, cache_dir=bench.cache_dir,
+                  trial_fn=main_fn, sampler=_sampler("default", seed))  # fmt: skip
+    for label in ("warm_prior", "warm"):
+        _append(bench.race_csv, RACE_FIELDS, {"strategy": label, "seed": seed, "trial": "end",
+                                              "compute": state["compute"]})  # fmt: skip
+    print(
+        f"race warm seed {seed}: {state['n']} trials after the earlier study, {state['compute']} examples", flush=True
+    )
+
+
 def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials: int) -> None:
     rows = _read(bench.race_csv)
     done = {(r["strategy"], int(r["seed"])) for r in rows if r["trial"] == "end"}
@@ -378,7 +415,9 @@ def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials
                 for share in READINGS:
                     if (f"{strategy}@{share}", seed) not in done:
                         race_confirm(bench, strategy, seed, share, max_trials)
-            elif strategy != "grid_random" and (strategy, seed) not in done:
+            elif strategy == "warm" and (strategy, seed) not in done:
+                race_warm(bench, seed, cap, max_trials)
+            elif strategy not in ("grid_random", "warm") and (strategy, seed) not in done:
                 race_one(bench, strategy, seed, cap, max_trials)
 
 
@@ -483,7 +522,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=("grid", "oracle", "race", "confirm", "summary", "all"))
     ap.add_argument("--spec", required=True)
-    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), type=_strategy)
+    ap.add_argument("--strategies", nargs="+", default=list(DEFAULT_STRATEGIES), type=_strategy)
     ap.add_argument("--seeds", type=int, default=5, help="study seeds per strategy (default: 5)")
     ap.add_argument("--max-share", type=float, default=max(READINGS), help="a study's compute cap, of the grid's")
     ap.add_argument("--max-trials", type=int, default=200)

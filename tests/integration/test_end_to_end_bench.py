@@ -100,3 +100,22 @@ def test_a_confirm_strategy_spends_its_share_and_recommends_what_its_study_confi
         assert e2e._row_key(rec) == e2e._row_key(best) == e2e._row_key(confirm_runs[0])
         mean = statistics.mean(float(r["score"]) for r in confirm_runs)
         assert float(rec["score"]) == pytest.approx(mean, abs=1e-5)
+
+
+def test_the_warm_strategy_counts_its_earlier_study_and_recommends_its_own_trial(tmp_path: Path) -> None:
+    spec = tiny_spec("e2ewarm", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "results"
+    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seeds", "1"]
+    e2e.main(["race", *argv, "--strategies", "warm"])
+    race = e2e._read(out / "e2e_e2ewarm_race.csv")
+    prior = [r for r in race if r["strategy"] == "warm_prior" and r["trial"] != "end"]
+    own = [r for r in race if r["strategy"] == "warm" and r["trial"] != "end"]
+    assert len(prior) == spec["n_trials"]  # the earlier study ran to its own n_trials
+    assert all(int(r["examples_seen"]) <= spec["budget"]["train_examples"] // 2 + 64 for r in prior)  # half budget
+    spent = int(prior[-1]["compute"])
+    assert own and int(own[0]["compute"]) > spent  # the earlier study's examples are counted first
+    recs = e2e.recommendations(e2e.Bench(e2e.load_spec(str(path)), out, str(tmp_path / "cache")), "warm", 0)
+    own_keys = {e2e._row_key(r) for r in own if r["state"] == "complete"}
+    assert all(k is None or k in own_keys for k in recs.values())  # never a prior's config by its score
