@@ -160,6 +160,9 @@ class Bench:
 
     def run(self, kind: str, key: Key, seed: int) -> dict[str, str]:
         hit = self.runs.get((key, seed))
+        if hit is None:  # another bench process on the same table (e.g. `confirm` split by strategy) may have it
+            self.runs.update({(_row_key(r), int(r["train_seed"])): r for r in _read(self.runs_csv)})
+            hit = self.runs.get((key, seed))
         if hit is not None:
             return hit
         from autotune.trial import trial_config
