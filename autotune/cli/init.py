@@ -52,10 +52,9 @@ def _model_facts(name: str) -> tuple[str, int | None, bool | None]:
 def _lengths(resolved: str, texts: list[str]) -> list[int]:
     if resolved == "tiny":  # the tiny models' tokenizer is word-level (worker/data.py), plus BOS/EOS
         return [len(t.split()) + 2 for t in texts]
-    from transformers import AutoTokenizer  # torch: only now
+    from autotune.worker.models import token_lengths  # transformers: only now, on the worker side
 
-    tok = AutoTokenizer.from_pretrained(resolved)
-    return [len(ids) for ids in tok(texts, add_special_tokens=True)["input_ids"]]
+    return token_lengths(resolved, texts)
 
 
 def _texts(rows: list[dict[str, Any]], cols: Any) -> list[str]:

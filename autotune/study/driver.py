@@ -32,6 +32,7 @@ from autotune.study.gate import Gate, make_gate
 from autotune.study.guard import RunGuard, final_stop
 from autotune.study.limits import RunLimits
 from autotune.study.progress import Progress
+from autotune.study.slots import Slots, drive_slots
 from autotune.study.summary import RunSummary
 from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
 
@@ -336,7 +337,7 @@ def _run(
                  keeps=trial_fn is None and slots is None, n_search=total,
                  planned=confirm.planned(study, spec))  # fmt: skip
     with loop.stop.installed():
-        ran = _drive(loop) if slots is None else _drive_slots(loop, slots)
+        ran = _drive(loop) if slots is None else drive_slots(loop, slots, _drive)
     progress.close()
     final_stop(store, name, guard, loop.stop.event.is_set())
     row = store.best(name)
@@ -388,51 +389,6 @@ def _drive(loop: _Loop) -> int:
             loop.release()  # if the ask itself failed, the lock is still ours
         ran += 1
     return ran
-
-
-@dataclass(frozen=True)
-class Slots:
-    """Trials run elsewhere (``--backend ray``): one trial function per slot, each driven by a
-    thread of this process, so this process stays the one that asks, tells and writes. ``probe``
-    runs the calibration probe where the trials run (``costs.calibration.RemoteProbe``)."""
-
-    trial_fns: list[TrialFn]
-    probe: Any = None
-    on_gate: Callable[[Any], None] | None = None
-    gate: bool = True  # False: the slots run a stand-in for the worker (no probe to run there)
-
-
-def _drive_slots(first: _Loop, slots: Slots) -> int:
-    """One ``_drive`` per slot, in threads sharing the study, its sampler (Optuna's own n_jobs
-    does the same; TPE's constant liar sees the running trials), the gate, the guard and the stop.
-    The study lock still serialises reserve -> ask -> claim, so the total is exact. The main
-    thread waits here, where Ctrl-C reaches it, and re-raises the first error a slot met."""
-    import dataclasses
-    import threading
-
-    loops = [first] + [dataclasses.replace(first, trial_fn=fn, told=None, _lock=None) for fn in slots.trial_fns[1:]]
-    counts = [0] * len(loops)
-    errors: list[BaseException] = []
-
-    def drive(k: int) -> None:
-        try:
-            counts[k] = _drive(loops[k])
-        except BaseException as err:  # handed to the main thread; the other slots stop
-            errors.append(err)
-            first.stop.event.set()
-
-    threads = [
-        threading.Thread(target=drive, args=(k,), name=f"autotune-slot-{k}", daemon=True) for k in range(len(loops))
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)
-    if errors:
-        raise errors[0]
-    first.total = max(lp.total for lp in loops)
-    return sum(counts)
 
 
 def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:

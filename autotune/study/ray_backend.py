@@ -35,12 +35,12 @@ import os
 import queue
 import socket
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotune.errors import SpecError
 from autotune.spec import StudySpec
+from autotune.study.packing import Ledger
 from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult, TrialState
 
 MAX_COTENANTS = (
@@ -134,47 +134,6 @@ class _TrialHost:
         from autotune.worker.memory import memory_kind
 
         return memory_kind(device_type)
-
-
-@dataclass
-class _Holder:
-    need_mb: float
-    cotenants: int = 0
-
-
-@dataclass
-class Ledger:
-    """Which trials hold how much of each GPU's memory, by prediction (see the module docstring)."""
-
-    capacity_mb: float
-    held: dict[str, dict[int, _Holder]] = field(default_factory=dict)
-    cond: threading.Condition = field(default_factory=threading.Condition)
-
-    def fits(self, gpu: str, need_mb: float) -> bool:
-        on = self.held.get(gpu, {})
-        return not on or sum(h.need_mb for h in on.values()) + need_mb <= self.capacity_mb
-
-    @contextlib.contextmanager
-    def hold(self, gpu: str, need_mb: float, stop: threading.Event) -> Iterator[_Holder | None]:
-        """Wait until the trial fits on ``gpu`` (None if ``stop`` is set first), then hold its share."""
-        with self.cond:
-            while not self.fits(gpu, need_mb):
-                if stop.is_set():
-                    yield None
-                    return
-                self.cond.wait(0.2)
-            on = self.held.setdefault(gpu, {})
-            holder = _Holder(need_mb)
-            me = id(holder)
-            on[me] = holder
-            for h in on.values():  # everyone on this GPU now has len(on) - 1 others
-                h.cotenants = max(h.cotenants, len(on) - 1)
-        try:
-            yield holder
-        finally:
-            with self.cond:
-                del self.held[gpu][me]
-                self.cond.notify_all()
 
 
 @dataclass
@@ -302,7 +261,7 @@ def make_slots(options: RayOptions, study: str, trial_fn: TrialFn | None = None)
     """The actors, and the driver's ``Slots`` over them. Returns (Slots, pool). ``trial_fn``
     replaces the worker on the actors (a benchmark of the driver alone: no probe, no gate)."""
     from autotune.costs.calibration import CUDA_MARGIN
-    from autotune.study.driver import Slots
+    from autotune.study.slots import Slots
 
     ray = connect(options)
     res = ray.cluster_resources()

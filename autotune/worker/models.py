@@ -96,6 +96,12 @@ def build_tiny(
     return BertForSequenceClassification(bcfg)
 
 
+def token_lengths(name: str, texts: list[str]) -> list[int]:
+    """Tokens per text with the model's own tokenizer, special tokens included (`autotune init`)."""
+    tok = load_tokenizer(name, None)
+    return [len(ids) for ids in tok(texts, add_special_tokens=True)["input_ids"]]
+
+
 def load_tokenizer(name: str, revision: str | None) -> Any:
     from transformers import AutoTokenizer
 

@@ -21,7 +21,8 @@ from autotune.spec import parse_spec
 from autotune.storage import Store
 from autotune.study import ray_backend
 from autotune.study.limits import RunLimits
-from autotune.study.ray_backend import Ledger, RayOptions
+from autotune.study.packing import Ledger
+from autotune.study.ray_backend import RayOptions
 from tests.conftest import REPO, tiny_spec
 from tests.integration.workers import env, fast_spec, wait_for
 
