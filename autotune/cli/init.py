@@ -110,6 +110,6 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _study_s(configs: list[Any], spec: Any, est: Any) -> float:
-    from autotune.costs.model import study_time_s
+    from autotune.costs.study_time import study_time_s
 
     return float(study_time_s(configs, spec.n_trials, est.budget_fraction, 1))

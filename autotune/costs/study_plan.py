@@ -32,8 +32,9 @@ def estimate_study(
     """Check the inputs, run the calibration probe, predict every config. SpecError/DataError on
     bad inputs (one line)."""
     from autotune.costs.calibration import memory_limit_mb
-    from autotune.costs.model import CostModel, expected_fraction, space_values
-    from autotune.costs.model import study_time_s as total_time
+    from autotune.costs.model import CostModel, space_values
+    from autotune.costs.study_time import expected_fraction
+    from autotune.costs.study_time import study_time_s as total_time
     from autotune.inputs.check import check_inputs
     from autotune.worker.preflight import preflight
 

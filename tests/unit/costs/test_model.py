@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from autotune.costs.model import BatchFacts, Calibration, CostModel, ProbePoint, expected_fraction
+from autotune.costs.model import BatchFacts, Calibration, CostModel, ProbePoint
+from autotune.costs.study_time import expected_fraction
 
 PER_RANK, HEAD = 10_000.0, 5_000.0
 
