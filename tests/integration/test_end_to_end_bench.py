@@ -8,6 +8,7 @@ import json
 import re
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -74,12 +75,21 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
     assert len(e2e._read(out / "e2e_e2etask_runs.csv")) == n
 
 
-def test_a_confirm_strategy_spends_its_share_and_recommends_what_its_study_confirmed(tmp_path: Path) -> None:
-    spec = tiny_spec("e2econf", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+def _task(tmp_path: Path, spec: dict[str, Any]) -> tuple[Path, Path, list[str]]:
+    """The task written as a spec file, the bench's output folder, and its one-seed arguments."""
     path = tmp_path / "task.yaml"
     path.write_text(yaml.safe_dump(spec))
     out = tmp_path / "results"
-    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seeds", "1"]
+    return (
+        path,
+        out,
+        ["--spec", str(path), "--out-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seeds", "1"],
+    )
+
+
+def test_a_confirm_strategy_spends_its_share_and_recommends_what_its_study_confirmed(tmp_path: Path) -> None:
+    spec = tiny_spec("e2econf", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    _path, out, argv = _task(tmp_path, spec)
     e2e.main(["race", *argv, "--strategies", "confirm1x2"])
     runs = e2e._read(out / "e2e_e2econf_runs.csv")
     grid_compute = sum(int(r["examples"]) for r in runs if r["kind"] == "grid")
@@ -104,10 +114,7 @@ def test_a_confirm_strategy_spends_its_share_and_recommends_what_its_study_confi
 
 def test_the_warm_strategy_counts_its_earlier_study_and_recommends_its_own_trial(tmp_path: Path) -> None:
     spec = tiny_spec("e2ewarm", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
-    path = tmp_path / "task.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    out = tmp_path / "results"
-    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--seeds", "1"]
+    path, out, argv = _task(tmp_path, spec)
     e2e.main(["race", *argv, "--strategies", "warm"])
     race = e2e._read(out / "e2e_e2ewarm_race.csv")
     prior = [r for r in race if r["strategy"] == "warm_prior" and r["trial"] != "end"]
