@@ -54,7 +54,8 @@ class Gate:
         self.auto = spec.memory.gradient_checkpointing == "auto" and self.model.predicts_checkpointed
         self.checkpointed: set[int] = set()  # trials that auto turned checkpointing on for
 
-    def _predict(self, params: dict[str, Any], checkpointed: bool = False) -> Any:
+    def predict(self, params: dict[str, Any], checkpointed: bool = False) -> Any:
+        """The raw prediction (no study correction) for a trial's params; None off the probe's batches."""
         from autotune.costs.model import variant_key
 
         lora = self.spec.lora  # a searched placement or DoRA is predicted from its own probe points
@@ -68,7 +69,7 @@ class Gate:
         """auto: the checkpointed prediction when it is under the limit and the plain one is not."""
         if not self.auto or self.limit is None or plain.peak_memory_mb <= self.limit:
             return None
-        raw = self._predict(params, checkpointed=True)
+        raw = self.predict(params, checkpointed=True)
         pred = self.correction.apply(raw) if raw is not None else None
         return pred if pred is not None and pred.peak_memory_mb <= self.limit else None
 
@@ -76,7 +77,7 @@ class Gate:
         """None: run the trial. A result: store it instead of running (nothing was trained)."""
         from autotune.storage.plan import mark_not_run, save_prediction
 
-        raw = self._predict(params)
+        raw = self.predict(params)
         if raw is None:
             return None
         self.correction = self._study_correction()
@@ -122,7 +123,7 @@ class Gate:
         for r in self.store.trials(self.name):
             if r["state"] != TrialState.COMPLETE.value or trial_device_key(r["device"], r["precision"]) != self.key:
                 continue
-            raw = self._predict(r["params"], bool(r.get("gradient_checkpointing")) and self.auto)
+            raw = self.predict(r["params"], bool(r.get("gradient_checkpointing")) and self.auto)
             if raw is not None:  # a peak measured another way (RSS) teaches nothing about this one
                 same = r.get("memory_kind") == self.cal.memory_kind
                 c.observe(raw, r["peak_memory_mb"] if same else None, r["wall_time_s"])

@@ -170,7 +170,7 @@ class _Pool:
             return 0.0
         params = {"rank": c.rank, "batch_size": c.batch_size, "target_modules": c.model.target_modules,
                   "use_dora": c.use_dora}  # fmt: skip
-        raw = self.gate._predict(params, bool(c.gradient_checkpointing) and self.gate.auto)
+        raw = self.gate.predict(params, bool(c.gradient_checkpointing) and self.gate.auto)
         if raw is None:
             return 0.0
         context = CUDA_CONTEXT_MB if self.gate.cal.device == "cuda" else 0.0
