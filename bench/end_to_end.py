@@ -189,9 +189,11 @@ class Bench:
         s = self.runs[(key, seed)]["score"]
         return float(s) if s else math.inf  # a run that diverged or ran out of memory scores worst
 
-    def grid(self) -> list[Key]:
+    def grid(self, part: tuple[int, int] = (0, 1)) -> list[Key]:
+        """Every grid run; ``part`` (i, n) trains only every n-th config from the i-th, so that n
+        processes on the same table can share the grid (the others are read back from the table)."""
         keys = grid_configs(self.spec)
-        for k in keys:
+        for k in keys[part[0] :: part[1]]:
             self.run("grid", k, 0)
         return keys
 
@@ -404,7 +406,9 @@ def race_warm(bench: Bench, seed: int, cap: float, max_trials: int) -> None:
     )
 
 
-def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials: int) -> None:
+def race(
+    bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials: int, readings: tuple[float, ...] = READINGS
+) -> None:
     rows = _read(bench.race_csv)
     done = {(r["strategy"], int(r["seed"])) for r in rows if r["trial"] == "end"}
     kept = [r for r in rows if (r["strategy"], int(r["seed"])) in done]
@@ -415,7 +419,7 @@ def race(bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials
     for strategy in strategies:
         for seed in range(seeds):
             if confirm_shape(strategy):
-                for share in READINGS:
+                for share in readings:
                     if (f"{strategy}@{share}", seed) not in done:
                         race_confirm(bench, strategy, seed, share, max_trials)
             elif strategy == "warm" and (strategy, seed) not in done:
@@ -441,7 +445,8 @@ def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key |
             label = f"{strategy}@{share}"
             rows = [r for r in _read(bench.race_csv) if r["strategy"] == label and int(r["seed"]) == seed]
             rec = next((r for r in rows if r["trial"] == "rec"), None)
-            out[share] = _row_key(rec) if rec is not None and rec["rank"] else None
+            if rec is not None:  # no row at all: that reading was not run (`race --readings`)
+                out[share] = _row_key(rec) if rec["rank"] else None
         return out
     rows = [r for r in _read(bench.race_csv) if r["strategy"] == strategy and int(r["seed"]) == seed]
     trials = [r for r in rows if r["trial"] != "end"]
@@ -478,14 +483,17 @@ def summary(bench: Bench, strategies: list[str], seeds: int) -> dict[str, Any]:
             recs = recommendations(bench, strategy, seed)
             row: dict[str, Any] = {}
             for s in READINGS:
+                if s not in recs:
+                    continue
                 r, acc = regret(recs[s])
                 regrets[s].append(r)
                 row[str(s)] = {"config": recs[s], "regret": r, "acc_regret": acc}
             per_seed.append(row)
+        # a reading no seed ran (a confirmKxR race given --readings) is None, not a regret
         table[strategy] = {
             "seeds": per_seed,
-            **{f"median_regret@{s}": statistics.median(regrets[s]) for s in READINGS},
-            **{f"within_noise@{s}": sum(r <= noise for r in regrets[s]) for s in READINGS},
+            **{f"median_regret@{s}": statistics.median(regrets[s]) if regrets[s] else None for s in READINGS},
+            **{f"within_noise@{s}": sum(r <= noise for r in regrets[s]) if regrets[s] else None for s in READINGS},
         }
     res = {
         "task": bench.spec.name,
@@ -531,19 +539,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-trials", type=int, default=200)
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument("--cache-dir", default=None)
+    ap.add_argument(
+        "--readings",
+        nargs="+",
+        type=float,
+        default=list(READINGS),
+        choices=READINGS,
+        help="the readings a confirmKxR strategy runs a study for (one study each; default: all)",
+    )
+    ap.add_argument("--part", default="0/1", help="grid stage: train every n-th config from the i-th (i/n), "
+                    "so that n processes share the grid")  # fmt: skip
     args = ap.parse_args(argv)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    i, _, n = args.part.partition("/")
+    part = (int(i), int(n or 1))
     bench = Bench(load_spec(args.spec), out, args.cache_dir)
     print(f"task {bench.spec.name}: target {bench.target} examples ({bench.target / bench.n_train:.2g} epochs), "
           f"grid of {len(grid_configs(bench.spec))} configs", flush=True)  # fmt: skip
     stages: dict[str, Callable[[], Any]] = {
-        "grid": bench.grid,
+        "grid": lambda: bench.grid(part),
         "oracle": bench.oracle,
-        "race": lambda: race(bench, args.strategies, args.seeds, args.max_share, args.max_trials),
+        "race": lambda: race(bench, args.strategies, args.seeds, args.max_share, args.max_trials, tuple(args.readings)),
     }
     for name in ("grid", "oracle", "race"):
         if args.stage in (name, "all"):
@@ -555,6 +575,7 @@ def main(argv: list[str] | None = None) -> None:
             for strategy, t in res["strategies"].items():
                 print(f"{strategy}: " + " ".join(f"regret@{s} {t[f'median_regret@{s}']:+.4f} "
                                                  f"({t[f'within_noise@{s}']}/{args.seeds} within noise)"
+                                                 if t[f"median_regret@{s}"] is not None else f"regret@{s} not run"
                                                  for s in READINGS))  # fmt: skip
             print(_last_line(res, args.seeds))
 

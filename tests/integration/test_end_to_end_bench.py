@@ -126,3 +126,18 @@ def test_the_warm_strategy_counts_its_earlier_study_and_recommends_its_own_trial
     recs = e2e.recommendations(e2e.Bench(e2e.load_spec(str(path)), out, str(tmp_path / "cache")), "warm", 0)
     own_keys = {e2e._row_key(r) for r in own if r["state"] == "complete"}
     assert all(k is None or k in own_keys for k in recs.values())  # never a prior's config by its score
+
+
+def test_grid_parts_share_the_grid_and_a_confirm_race_runs_only_the_readings_asked(tmp_path: Path) -> None:
+    spec = tiny_spec("e2eparts", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    path, out, argv = _task(tmp_path, spec)
+    e2e.main(["grid", *argv, "--part", "1/2"])  # the second process of two: every other config from the 2nd
+    keys = e2e.grid_configs(e2e.load_spec(str(path)))
+    trained = {e2e._row_key(r) for r in e2e._read(out / "e2e_e2eparts_runs.csv")}
+    assert trained == set(keys[1::2])
+    e2e.main(["race", *argv, "--strategies", "confirm1x1", "--readings", "0.4"])  # the rest of the grid, then 0.4
+    assert {e2e._row_key(r) for r in e2e._read(out / "e2e_e2eparts_runs.csv") if r["kind"] == "grid"} == set(keys)
+    labels = {r["strategy"] for r in e2e._read(out / "e2e_e2eparts_race.csv")}
+    assert labels == {"confirm1x1@0.4"}
+    bench = e2e.Bench(e2e.load_spec(str(path)), out, str(tmp_path / "cache"))
+    assert set(e2e.recommendations(bench, "confirm1x1", 0)) == {0.4}  # 0.1 and 0.2 were not run: no regret
