@@ -46,7 +46,7 @@ def _child(work: bool, steps: int, ready: Any, done: Any, out: Any) -> None:
         cfg = BertConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
                          vocab_size=30522, max_position_embeddings=512)  # fmt: skip
         cfg.num_labels = 8
-        model = BertForSequenceClassification(cfg).to(torch.device("cuda"))
+        model = BertForSequenceClassification(cfg).to(torch.device("cuda"))  # type: ignore[arg-type]  # transformers types .to as a wrapped method
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=["query", "key", "value"]))
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
         ids = torch.randint(0, 30522, (64, 48), device="cuda")
