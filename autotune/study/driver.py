@@ -1,21 +1,19 @@
 """The study driver: Optuna asks, the worker trains, we score, tell and record.
 
-Read ``run_study`` -> ``_run`` -> ``_Loop.objective`` -> ``_conclude``. Recovery (retries,
-reaping dead workers) lives in ``autotune.study.recovery``; what parallel runs share with this one
-(Ctrl-C, the summary) in ``autotune.study.summary``. The worker (torch, transformers, peft) is
-imported only when a study starts running, so importing this module stays light. Failures are
-data: every trial ends as a stored state, and the study goes on. See docs/architecture.md.
+Read ``run_study`` -> ``_run`` -> ``_Loop.objective`` -> ``outcome.conclude``. Recovery lives in
+``study/recovery``, a trial's end in ``study/outcome``, confirmation runs in ``study/confirm_run``,
+what parallel runs share (Ctrl-C, the summary) in ``study/summary``. The worker (torch) is imported
+only when a study runs. Failures are data: every trial ends as a stored state. See
+docs/architecture.md.
 """
-
 from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import optuna
 
@@ -27,14 +25,15 @@ from autotune.search.space import suggest
 from autotune.spec import StudySpec
 from autotune.storage import Store, claims, redact, retry
 from autotune.storage import confirm as confirm_rows
-from autotune.study import confirm, outage, recovery, setup
+from autotune.study import confirm, confirm_run, outage, recovery, setup
 from autotune.study.gate import Gate, make_gate
 from autotune.study.guard import RunGuard, final_stop
 from autotune.study.limits import RunLimits
+from autotune.study.outcome import TrialFailed, conclude, duplicate
 from autotune.study.progress import Progress
 from autotune.study.slots import Slots, drive_slots
 from autotune.study.summary import RunSummary
-from autotune.trial import TrialFn, TrialResult, TrialState, trial_config
+from autotune.trial import TrialFn, trial_config
 
 T = TypeVar("T")
 
@@ -42,11 +41,6 @@ WAIT_POLL_S = 0.25  # a worker with nothing to ask for polls for re-queued work 
 # A sampler that keeps proposing configurations already run (a small space nearly covered) is
 # stopped after this many duplicates in a row rather than asked forever.
 MAX_DUPLICATES_IN_A_ROW = 50
-_INFEASIBLE = (TrialState.OOM, TrialState.DIVERGED, TrialState.TIMEOUT)
-
-
-class _TrialFailed(Exception):
-    """Ends an objective call as an Optuna FAIL (caught by optimize)."""
 
 
 def run_study(
@@ -214,7 +208,7 @@ class _Loop:
         except optuna.TrialPruned:
             self.told = (trial.number, optuna.trial.TrialState.PRUNED, None)
             raise
-        except _TrialFailed:
+        except TrialFailed:
             self.told = (trial.number, optuna.trial.TrialState.FAIL, None)
             raise
         self.told = (trial.number, optuna.trial.TrialState.COMPLETE, value)
@@ -239,11 +233,11 @@ class _Loop:
         self.release()
         if twin is not None:
             self.duplicates_in_a_row += 1
-            return _duplicate(self, trial, twin)
+            return duplicate(self, trial, twin)
         self.duplicates_in_a_row = 0
         self.progress.trial_started(trial.number, params)
         if confirm_of is not None:
-            return self._confirmation(trial, params, int(confirm_of), int(train_seed or 0))
+            return confirm_run.run(self, trial, params, int(confirm_of), int(train_seed or 0))
 
         def report(step: int, value: float) -> bool:
             # the database away at an evaluation: the trial waits for it here (storage/retry.py)
@@ -265,42 +259,7 @@ class _Loop:
             config = trial_config(self.spec, params, self.cache_dir, checkpointing=ckpt)
             result = self.trial_fn(config, report, self.stop.event)
         self.guard.observe(result)
-        return _conclude(self, trial, params, result)
-
-    def _confirmation(self, trial: optuna.Trial, params: dict[str, Any], confirm_of: int, seed: int) -> float:
-        """A confirmation run (study/confirm.py): the target budget, never pruned, no gate (its
-        config already ran), its adapter kept when asked."""
-        t = self.target()
-        c = confirm.config(self.spec, params, self.cache_dir, seed, t)
-        keep = self.keeps and confirm.keeps(self.spec, seed)
-        path = confirm.adapter_dir(self.name, trial.number)
-
-        def save(model: Any, tokenizer: Any) -> None:
-            path.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(str(path))
-            tokenizer.save_pretrained(str(path))
-
-        def report(_k: int, value: float) -> bool:
-            self.progress.evaluated(_k, value)
-            return False  # another fidelity: the pruner never sees it
-
-        if keep:
-            from autotune.worker.run_trial import run_trial  # the real worker (``keeps``)
-
-            result = run_trial(c, report, self.stop.event, on_trained=save)
-        else:
-            result = self.trial_fn(c, report, self.stop.event)
-        self.guard.observe(result)
-        value = _conclude(self, trial, params, result)
-        if keep:
-            number = trial.number
-            self.db(
-                lambda: confirm.record_kept(self.store, self.name, self.spec, number, confirm_of, c, result, t),
-                "the kept adapter",
-            )
-        if self.spec.budget.keep_adapters:
-            self.db(lambda: confirm.prune_kept(self.store, self.name, self.spec, self.planned), "the kept adapters")
-        return value
+        return conclude(self, trial, params, result)
 
 
 def _run(
@@ -366,7 +325,7 @@ def _drive(loop: _Loop) -> int:
             break
         loop.told = None
         try:
-            study.optimize(loop.objective, n_trials=1, catch=(_TrialFailed,), gc_after_trial=False)
+            study.optimize(loop.objective, n_trials=1, catch=(TrialFailed,), gc_after_trial=False)
             outage.ok()
         except Exception as masked:
             err = optuna_private.unmask(masked)
@@ -389,57 +348,3 @@ def _drive(loop: _Loop) -> int:
             loop.release()  # if the ask itself failed, the lock is still ours
         ran += 1
     return ran
-
-
-def _duplicate(loop: _Loop, trial: optuna.Trial, twin: dict[str, Any]) -> float:
-    """A proposal identical to trial ``twin``: stored as its duplicate (not trained, not counted)
-    and told to Optuna as that trial's outcome, so the sampler learns the point is known."""
-    loop.progress.trial_finished(trial.number, TrialState.DUPLICATE, twin["score"])
-    state = TrialState(twin["state"])
-    if state == TrialState.COMPLETE and twin["score"] is not None:
-        return float(twin["score"])
-    if state == TrialState.PRUNED:
-        raise optuna.TrialPruned(f"duplicate of pruned trial {twin['trial_number']}")
-    why = f"duplicate of trial {twin['trial_number']} ({state.value})"
-    if state in _INFEASIBLE:
-        return _infeasible(loop, trial, why)
-    raise _TrialFailed(why)
-
-
-def _conclude(loop: _Loop, trial: optuna.Trial, params: dict[str, Any], result: TrialResult) -> float:
-    """Store the result and translate its state for Optuna."""
-    state, store, name, progress = result.state, loop.store, loop.name, loop.progress
-    if not store.trial_finished(name, trial.number, result):
-        # This worker was paused past the grace period: another worker failed the trial and
-        # queued its retry meanwhile. The stale result is dropped, never stored twice.
-        progress.trial_finished(trial.number, state, None)
-        raise _TrialFailed("result dropped: the trial was failed by heartbeat meanwhile")
-    if state in (TrialState.INTERRUPTED, TrialState.CRASHED):
-        if not result.spec_error:  # a property of the spec fails every retry the same way
-            loop.db(lambda: recovery.requeue_after_finish(loop.study, store, name, trial, params, state), "the retry")
-        progress.trial_finished(trial.number, state, None)
-        raise _TrialFailed(result.error or state.value)
-    progress.trial_finished(trial.number, state, result.score)
-    sampler = loop.spec.sampler.name
-    if state == TrialState.COMPLETE:
-        assert result.score is not None
-        if sampler == "gp":
-            # GP models the constraint itself and wants it on every trial; TPE reads a missing
-            # constraint as feasible, and the write costs a storage round trip per trial.
-            loop.db(lambda: trial.set_constraint("failed", 0.0), "the constraint")
-        return result.score
-    if state == TrialState.PRUNED:
-        raise optuna.TrialPruned(result.error or "pruned")
-    return _infeasible(  # OOM, diverged, timeout
-        loop, trial, result.error or state.value
-    )
-
-
-def _infeasible(loop: _Loop, trial: optuna.Trial, why: str) -> float:
-    """OOM, diverged, timeout (or a duplicate of one): an infeasible point. Samplers that read
-    constraints (TPE, GP) learn to avoid it; CMA-ES cannot use an infinite value, so it sees a
-    plain failure instead."""
-    if loop.spec.sampler.name == "cmaes":
-        raise _TrialFailed(why)
-    loop.db(lambda: trial.set_constraint("failed", 1.0), "the constraint")
-    return math.inf
