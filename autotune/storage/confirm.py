@@ -155,3 +155,25 @@ def noise_note(ranked: list[Confirmed]) -> str | None:
         f"the two best confirmed configs (trials {a.trial_number} and {b.trial_number}) cannot be told apart: "
         f"their means differ by {b.mean - a.mean:.4g}, less than their seed spread {noise:.4g}"
     )
+
+
+@retried
+def best(store: Store, name: str) -> dict[str, Any] | None:
+    """The study's recommendation, or None. After a confirmation phase (budget.confirm_top):
+    the search trial whose config has the lowest mean over its runs at the target budget, its
+    row with ``confirmed_*`` beside it. Before: the complete search trial with the lowest score
+    (ties: the earliest)."""
+    done = confirmed(store, name)
+    query = select(trials).where(
+        trials.c.study_name == name,
+        trials.c.state == TrialState.COMPLETE.value,
+        trials.c.score.is_not(None),
+        trials.c.confirm_of.is_(None),
+    )
+    if done:
+        query = query.where(trials.c.trial_number == done[0].trial_number)
+    with store._tx(write=False) as conn:
+        row = conn.execute(query.order_by(trials.c.score, trials.c.trial_number).limit(1)).mappings().first()
+    if row is None:
+        return None
+    return with_confirmation(dict(row), done[0]) if done else dict(row)

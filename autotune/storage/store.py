@@ -323,26 +323,10 @@ class Store:
             rows = conn.execute(select(trials).where(trials.c.study_name == name).order_by(trials.c.trial_number))
             return [dict(r._mapping) for r in rows]
 
-    @retried
     def best(self, name: str) -> dict[str, Any] | None:
-        """The study's recommendation, or None. After a confirmation phase (budget.confirm_top):
-        the search trial whose config has the lowest mean over its runs at the target budget, its
-        row with ``confirmed_*`` beside it. Before: the complete search trial with the lowest score
-        (ties: the earliest)."""
-        done = confirm.confirmed(self, name)
-        query = select(trials).where(
-            trials.c.study_name == name,
-            trials.c.state == TrialState.COMPLETE.value,
-            trials.c.score.is_not(None),
-            trials.c.confirm_of.is_(None),
-        )
-        if done:
-            query = query.where(trials.c.trial_number == done[0].trial_number)
-        with self._tx(write=False) as conn:
-            row = conn.execute(query.order_by(trials.c.score, trials.c.trial_number).limit(1)).mappings().first()
-        if row is None:
-            return None
-        return confirm.with_confirmation(dict(row), done[0]) if done else dict(row)
+        """The study's recommendation, or None (``storage/confirm.best``: the confirmed mean after a
+        confirmation phase, else the complete search trial with the lowest score)."""
+        return confirm.best(self, name)
 
     @retried
     def curve(self, name: str, number: int) -> list[dict[str, Any]]:
