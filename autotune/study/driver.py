@@ -6,6 +6,7 @@ what parallel runs share (Ctrl-C, the summary) in ``study/summary``. The worker 
 only when a study runs. Failures are data: every trial ends as a stored state. See
 docs/architecture.md.
 """
+
 from __future__ import annotations
 
 import contextlib
