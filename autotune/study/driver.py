@@ -3,8 +3,7 @@
 Read ``run_study`` -> ``_run`` -> ``_Loop.objective`` -> ``outcome.conclude``. Recovery lives in
 ``study/recovery``, a trial's end in ``study/outcome``, confirmation runs in ``study/confirm_run``,
 what parallel runs share (Ctrl-C, the summary) in ``study/summary``. The worker (torch) is imported
-only when a study runs. Failures are data: every trial ends as a stored state. See
-docs/architecture.md.
+only when a study runs. Failures are data: every trial ends as a stored state (architecture.md).
 """
 
 from __future__ import annotations
