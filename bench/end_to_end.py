@@ -15,7 +15,10 @@ against the best config measured the same way (its regret), at equal compute (is
    start-up, without the bound probe and sweep), ``random_asha``; ``grid_random`` (the grid in a
    random order) is read from the grid's own table, with no training. ``warm`` (on request): an
    earlier study (another sampler seed, half the short budget) warm-starts the default study, and
-   its examples count toward the same compute.
+   its examples count toward the same compute. ``rungs`` (on request): multi-fidelity to the
+   target, the default search with every trial's full budget at the target (ASHA's rungs end
+   there, evaluated as often per example as the short trials); it recommends its best complete
+   trial, trained at the target already.
 4. ``confirm``: at 10%, 20% and 40% of the grid's compute, each study's recommendation (its best
    complete trial so far), the grid's own pick and the oracle are trained at the target budget
    with the fresh training seeds 101, 102, 103; a config is trained once per seed, whatever asks.
@@ -51,12 +54,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
+from autotune.inputs.check import check_inputs  # noqa: E402
 from autotune.spec import PrunerSpec, SamplerSpec, StudySpec, load_spec, parse_spec  # noqa: E402
 from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
-STRATEGIES = ("default", "tpe_asha", "random_asha", "grid_random", "warm")
-DEFAULT_STRATEGIES = STRATEGIES[:4]  # ``warm`` on request: it trains an earlier study per seed too
+STRATEGIES = ("default", "tpe_asha", "random_asha", "grid_random", "warm", "rungs")
+DEFAULT_STRATEGIES = STRATEGIES[:4]  # ``warm`` and ``rungs`` on request
 READINGS = (0.1, 0.2, 0.4)
 FRESH_SEEDS = (101, 102, 103)
 ORACLE_TOP = 8
@@ -141,8 +145,6 @@ class Bench:
     """The task's target budget and every run at it, from the runs table (trained when missing)."""
 
     def __init__(self, spec: StudySpec, out_dir: Path, cache_dir: str | None) -> None:
-        from autotune.inputs.check import check_inputs
-
         self.spec, self.cache_dir = spec, cache_dir
         self.n_train = len(check_inputs(spec).train)
         self.target = spec.budget.target_examples or self.n_train
@@ -265,10 +267,16 @@ def strategy_spec(spec: StudySpec, strategy: str) -> StudySpec:
     shape = confirm_shape(strategy)
     sampler, pruner = (
         ("tpe", "asha")
-        if shape
+        if shape or strategy == "rungs"
         else {"default": ("tpe", "asha"), "tpe_asha": ("tpe", "asha"), "random_asha": ("random", "asha")}[strategy]
     )
     data = spec.model_dump(mode="json")
+    if strategy == "rungs":  # multi-fidelity to the target: every trial's full budget is the target
+        # budget, evaluated as often per example as the short trials (so ASHA's first rung costs the
+        # same), and its rungs (evaluations 1, 3, 9... of reduction factor 3) end at the target
+        b = spec.budget
+        target = b.target_examples or len(check_inputs(spec).train)
+        data["budget"].update(train_examples=target, evals=max(b.evals, round(target * b.evals / b.train_examples)))
     data["sampler"] = SamplerSpec(name=sampler).model_dump(mode="json")  # type: ignore[arg-type]
     data["pruner"] = PrunerSpec(name=pruner).model_dump(mode="json")  # type: ignore[arg-type]
     if shape:
@@ -407,17 +415,33 @@ def race_warm(bench: Bench, seed: int, cap: float, max_trials: int) -> None:
 
 
 def race(
-    bench: Bench, strategies: list[str], seeds: int, cap: float, max_trials: int, readings: tuple[float, ...] = READINGS
+    bench: Bench,
+    strategies: list[str],
+    seeds: int,
+    cap: float,
+    max_trials: int,
+    readings: tuple[float, ...] = READINGS,
+    only: tuple[int, ...] | None = None,
 ) -> None:
+    """Each strategy's studies for study seeds 0..seeds-1 (or ``only`` those), skipping a seed that
+    has its end row. A seed stopped midway runs again from its start: its rows are dropped first,
+    but only this call's own seeds', so that another process racing other seeds keeps its rows."""
+    mine = [s for s in range(seeds) if only is None or s in only]
+    labels = {f"{st}@{sh}" if confirm_shape(st) else st for st in strategies for sh in readings}
     rows = _read(bench.race_csv)
     done = {(r["strategy"], int(r["seed"])) for r in rows if r["trial"] == "end"}
-    kept = [r for r in rows if (r["strategy"], int(r["seed"])) in done]
-    if len(kept) != len(rows):  # a seed stopped midway runs again from its start
+
+    def stale(r: dict[str, str]) -> bool:
+        key = (r["strategy"], int(r["seed"]))
+        return key not in done and r["strategy"].replace("warm_prior", "warm") in labels and key[1] in mine
+
+    if any(stale(r) for r in rows):
         bench.race_csv.unlink()
-        for r in kept:
-            _append(bench.race_csv, RACE_FIELDS, r)
+        for r in rows:
+            if not stale(r):
+                _append(bench.race_csv, RACE_FIELDS, r)
     for strategy in strategies:
-        for seed in range(seeds):
+        for seed in mine:
             if confirm_shape(strategy):
                 for share in readings:
                     if (f"{strategy}@{share}", seed) not in done:
@@ -458,7 +482,8 @@ def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key |
     return out
 
 
-def summary(bench: Bench, strategies: list[str], seeds: int) -> dict[str, Any]:
+def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[float, ...] = READINGS) -> dict[str, Any]:
+    """Regrets at each of ``readings`` (a reading left out is None: e.g. studies raced only to 0.2)."""
     oracle = bench.oracle()
     ref = bench.confirmed(oracle)
     top = bench.top()
@@ -482,7 +507,7 @@ def summary(bench: Bench, strategies: list[str], seeds: int) -> dict[str, Any]:
         for seed in range(seeds):
             recs = recommendations(bench, strategy, seed)
             row: dict[str, Any] = {}
-            for s in READINGS:
+            for s in readings:
                 if s not in recs:
                     continue
                 r, acc = regret(recs[s])
@@ -545,8 +570,11 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         default=list(READINGS),
         choices=READINGS,
-        help="the readings a confirmKxR strategy runs a study for (one study each; default: all)",
+        help="the readings a confirmKxR strategy runs a study for (one study each), and those the summary "
+        "reads (default: all)",
     )
+    ap.add_argument("--only-seeds", nargs="+", type=int, default=None,
+                    help="race stage: run only these study seeds (so that processes share a strategy's seeds)")  # fmt: skip
     ap.add_argument("--part", default="0/1", help="grid stage: train every n-th config from the i-th (i/n), "
                     "so that n processes share the grid")  # fmt: skip
     args = ap.parse_args(argv)
@@ -563,13 +591,14 @@ def main(argv: list[str] | None = None) -> None:
     stages: dict[str, Callable[[], Any]] = {
         "grid": lambda: bench.grid(part),
         "oracle": bench.oracle,
-        "race": lambda: race(bench, args.strategies, args.seeds, args.max_share, args.max_trials, tuple(args.readings)),
+        "race": lambda: race(bench, args.strategies, args.seeds, args.max_share, args.max_trials, tuple(args.readings),
+                             tuple(args.only_seeds) if args.only_seeds else None),
     }
     for name in ("grid", "oracle", "race"):
         if args.stage in (name, "all"):
             stages[name]()
     if args.stage in ("confirm", "summary", "all"):
-        res = summary(bench, args.strategies, args.seeds)
+        res = summary(bench, args.strategies, args.seeds, tuple(args.readings))
         if args.stage != "confirm":
             (out / f"e2e_{bench.spec.name}.json").write_text(json.dumps(res, indent=2) + "\n")
             for strategy, t in res["strategies"].items():

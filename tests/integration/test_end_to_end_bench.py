@@ -141,3 +141,39 @@ def test_grid_parts_share_the_grid_and_a_confirm_race_runs_only_the_readings_ask
     assert labels == {"confirm1x1@0.4"}
     bench = e2e.Bench(e2e.load_spec(str(path)), out, str(tmp_path / "cache"))
     assert set(e2e.recommendations(bench, "confirm1x1", 0)) == {0.4}  # 0.1 and 0.2 were not run: no regret
+
+
+def test_the_rungs_strategy_trains_every_trial_toward_the_target_budget(tmp_path: Path) -> None:
+    """Multi-fidelity to the target: a trial's full budget is the target, evaluated as often per
+    example as the short trials, so the recommendation was itself trained at the target."""
+    spec = tiny_spec("e2erungs", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    path, out, argv = _task(tmp_path, spec)
+    loaded = e2e.load_spec(str(path))
+    bench = e2e.Bench(loaded, out, str(tmp_path / "cache"))
+    rspec = e2e.strategy_spec(loaded, "rungs")
+    b = loaded.budget
+    assert rspec.budget.train_examples == bench.target > b.train_examples
+    assert rspec.budget.evals == max(b.evals, round(bench.target * b.evals / b.train_examples))
+    e2e.main(["race", *argv, "--strategies", "rungs", "--max-share", "0.2"])
+    rows = [r for r in e2e._read(out / "e2e_e2erungs_race.csv") if r["strategy"] == "rungs" and r["trial"] != "end"]
+    complete = [r for r in rows if r["state"] == "complete"]
+    assert complete and all(int(r["examples_seen"]) >= bench.target for r in complete)
+    within = [r for r in complete if int(r["compute"]) <= 0.2 * bench.grid_compute()]
+    rec = e2e.recommendations(bench, "rungs", 0)[0.2]
+    assert rec == (e2e._row_key(min(within, key=lambda r: float(r["score"]))) if within else None)
+
+
+def test_only_seeds_races_those_and_leaves_another_process_rows_alone(tmp_path: Path) -> None:
+    spec = tiny_spec("e2eonly", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    _path, out, argv = _task(tmp_path, spec)
+    e2e.main(["grid", *argv])
+    race_csv = out / "e2e_e2eonly_race.csv"
+    # another process is midway through random_asha seed 0: its rows have no end row yet
+    other = {"strategy": "random_asha", "seed": 0, "trial": 1, "rank": 4, "batch_size": 32, "learning_rate": "0.01",
+             "state": "complete", "score": "1.0", "examples_seen": 64, "compute": 64, "params": ""}  # fmt: skip
+    e2e._append(race_csv, e2e.RACE_FIELDS, other)
+    argv = [a if a != "1" else "2" for a in argv]  # --seeds 2
+    e2e.main(["race", *argv, "--strategies", "default", "--max-share", "0.1", "--only-seeds", "1"])
+    rows = e2e._read(race_csv)
+    assert {int(r["seed"]) for r in rows if r["strategy"] == "default"} == {1}
+    assert [r for r in rows if r["strategy"] == "random_asha"] == [{k: str(v) for k, v in other.items()}]
