@@ -92,3 +92,64 @@ def test_a_result_whose_acknowledgement_was_lost_is_written_once(tmp_path: Path)
     assert store.fail_running("s", 1, TrialState.CRASHED, "worker died", requeued=True)
     assert not store.trial_finished("s", 1, _result(2.0))  # a reaper's row: the late result is dropped
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_connection_killed_while_idle_in_the_pool_is_replaced_and_a_busy_one_is_not_pinged(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What pool_pre_ping did, paid only after a second idle: a server restart kills pooled
+    connections, and the next checkout must not hand one out (storage/engine.ping_after_idle)."""
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from autotune.storage import engine as eng
+
+    engine, admin = eng.make_engine(make_url(pg_url)), eng.make_engine(make_url(pg_url))
+
+    def backend() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    def kill(pid: int) -> None:  # the backend dies while its connection sits in the pool
+        with admin.connect() as conn:
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+
+    try:
+        pid = backend()
+        assert [backend() for _ in range(5)] == [pid] * 5  # reused back to back, as a trial's ~20 checkouts
+        kill(pid)
+        # reused within the second, it is not pinged: its statement fails (the callers retry
+        # that as a statement cut off mid-flight), and the pool drops the dead connections
+        with pytest.raises(OperationalError):
+            backend()
+        pid = backend()
+        kill(pid)
+        monkeypatch.setattr(eng, "PING_IDLE_S", 0.0)  # as if it had sat a second in the pool
+        assert backend() != pid  # pinged, found dead, replaced: the statement just works
+    finally:
+        engine.dispose()
+        admin.dispose()
+
+
+def test_the_stale_trial_check_runs_once_per_heartbeat(tmp_path: Path) -> None:
+    """Optuna checks for stale trials before every trial (two queries); within one heartbeat of the
+    last check nothing new can have gone stale, so it is skipped (optuna_private)."""
+    import optuna
+
+    from autotune import optuna_private
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage, study_name="h")
+    calls: list[int] = []
+    find = storage._get_stale_trial_ids
+    storage._get_stale_trial_ids = lambda sid: calls.append(sid) or find(sid)  # type: ignore[method-assign]
+    optuna_private.no_stale_trials_after_outage(storage, 0.0, lambda: 1e9, every_s=0.5)
+    for _ in range(10):
+        storage._get_stale_trial_ids(study._study_id)
+    assert len(calls) == 1
+    import time
+
+    time.sleep(0.6)
+    storage._get_stale_trial_ids(study._study_id)
+    assert len(calls) == 2
