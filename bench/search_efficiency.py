@@ -100,6 +100,7 @@ def grid_spec(spec: StudySpec, ranks: list[int] | None = None, batches: list[int
         data["search"]["batch_size"] = {"choices": batches}
     data["sampler"] = {"name": "grid"}
     data["pruner"] = {"name": "none"}
+    data["budget"].update(confirm_top=0, keep_adapters=0)  # the short trials alone: this bench's measure
     return parse_spec(data, "grid spec")
 
 
@@ -112,6 +113,7 @@ def strategy_spec(spec: StudySpec, strategy: str, seed: int, grid_of: StudySpec)
     data["sampler"] = SamplerSpec(name=sampler).model_dump(mode="json")  # type: ignore[arg-type]
     data["pruner"] = PrunerSpec(name=pruner).model_dump(mode="json")  # type: ignore[arg-type]
     data["seed"] = seed
+    data["budget"].update(confirm_top=0, keep_adapters=0)  # the search alone, read at each trial
     return parse_spec(data, f"{strategy} spec")
 
 
@@ -631,6 +633,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     if len(table) < n_full:
         sys.exit(f"the grid table holds {len(table)} of {n_full} configs: a replay needs all of them")
     data = spec.model_dump(mode="json")
+    data["budget"].update(confirm_top=0, keep_adapters=0)
     if not args.surrogate:
         data["search"]["learning_rate"] = {"choices": sorted({k[2] for k in table})}
     data["search"]["rank"] = {"choices": sorted({k[0] for k in table})}

@@ -32,7 +32,8 @@ def tiny_spec(name: str = "t", **over: Any) -> dict[str, Any]:
             "batch_size": {"choices": [16, 32]},
             "learning_rate": {"low": 1e-3, "high": 1e-2, "log": True},
         },
-        "budget": {"train_examples": 128, "evals": 2, "max_eval_examples": 64},
+        # the search alone: the confirmation phase (on by default) has its own tests
+        "budget": {"train_examples": 128, "evals": 2, "max_eval_examples": 64, "confirm_top": 0},
         "sampler": "tpe",
         "pruner": "none",
         "seed": 0,
@@ -44,6 +45,13 @@ def tiny_spec(name: str = "t", **over: Any) -> dict[str, Any]:
         else:
             spec[key] = value
     return spec
+
+
+@pytest.fixture(autouse=True)
+def _kept_adapters_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study keeps its recommendation's adapter by default (budget.keep_adapters): never in the
+    repository, whatever the test's working directory (worker subprocesses inherit the variable)."""
+    monkeypatch.setenv("AUTOTUNE_ADAPTERS_DIR", str(tmp_path / "kept-adapters"))
 
 
 @pytest.fixture

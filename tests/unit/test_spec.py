@@ -30,6 +30,17 @@ def test_defaults_are_the_classic_grid() -> None:
     assert (spec.sampler.name, spec.pruner.name, spec.precision) == ("tpe", "asha", "auto")
 
 
+def test_a_study_confirms_its_two_best_at_the_target_and_keeps_the_best_adapter_by_default() -> None:
+    base = {"name": "x", "model": {"name": "tiny"}, "data": {"source": "builtin:smoke"}}
+    b = parse_spec(base).budget
+    assert (b.confirm_top, b.confirm_seeds, b.keep_adapters) == (2, 1, 1)
+    off = parse_spec({**base, "budget": {"confirm_top": 0}}).budget
+    assert (off.confirm_top, off.keep_adapters) == (0, 0)  # nothing confirmed: nothing to keep
+    assert parse_spec({**base, "budget": {"confirm_top": 3, "keep_adapters": 2}}).budget.keep_adapters == 2
+    with pytest.raises(SpecError, match="confirm_top"):
+        parse_spec({**base, "budget": {"confirm_top": 0, "keep_adapters": 1}})
+
+
 def test_sampler_and_pruner_accept_a_plain_name() -> None:
     spec = parse_spec(tiny_spec(sampler="random", pruner="median"))
     assert spec.sampler.name == "random"
