@@ -7,8 +7,6 @@ them breaks here, loudly, and in ``tests/unit/test_optuna_private.py``.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,26 +54,17 @@ def contains(dist: BaseDistribution, value: Any) -> bool:
 
 
 def no_stale_trials_after_outage(
-    storage: optuna.storages.RDBStorage, grace_s: float, since_outage_s: Callable[[], float], every_s: float = 0.0
+    storage: optuna.storages.RDBStorage, grace_s: float, since_outage_s: Callable[[], float]
 ) -> None:
     """For ``grace_s`` after this process saw the database come back (``since_outage_s``, from
     storage/retry.py), Optuna's
     stale-trial check finds nothing: no worker could send a heartbeat while the database was away,
     so a trial still training would otherwise be failed and re-run as if its worker had died.
-    Optuna has no public hook between its heartbeat check and the failing of the trials it finds.
-
-    The check also runs at most once per ``every_s`` per study in this process: Optuna runs it
-    before every trial (two queries), and a trial only goes stale after a grace period of missed
-    heartbeats, so a check sooner than one heartbeat after the last finds what that one found."""
+    Optuna has no public hook between its heartbeat check and the failing of the trials it finds."""
     find = storage._get_stale_trial_ids
-    last: dict[int, float] = {}
 
     def stale_ids(study_id: int) -> list[int]:
-        now = time.monotonic()
-        if since_outage_s() < grace_s or now - last.get(study_id, -math.inf) < every_s:
-            return []
-        last[study_id] = now
-        return find(study_id)
+        return [] if since_outage_s() < grace_s else find(study_id)
 
     storage._get_stale_trial_ids = stale_ids  # type: ignore[method-assign]
 

@@ -1,21 +1,19 @@
 """SQLAlchemy engines for our tables, and the Optuna storage beside them.
 
 SQLite: WAL mode (readers never block the writer) and a busy timeout, so several local workers
-share one file without "database is locked". PostgreSQL: psycopg 3, a pooled connection pinged
-when it was idle a second or more.
+share one file without "database is locked". PostgreSQL: psycopg 3 with pre-ping.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import DisconnectionError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from autotune.storage.retry import wait_for_connections
 from autotune.storage.url import url_string
@@ -26,42 +24,10 @@ _PG_INIT_LOCK = 0x6175746F74756E  # "autotun" in ASCII: one advisory lock key fo
 SQLITE_BUSY_TIMEOUT_S = float(os.environ.get("AUTOTUNE_SQLITE_BUSY_S", "60"))
 
 
-# A pooled connection idle this long is pinged before use (ping_after_idle). SQLAlchemy's
-# pool_pre_ping pings at every checkout: ~20 checkouts per trial, each a round trip, in a loop that
-# reuses connections within milliseconds (bench/scaling.py; issue 23).
-PING_IDLE_S = 1.0
-
-
 def engine_kwargs(url: URL) -> dict[str, Any]:
     if url.get_backend_name() == "sqlite":
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
-    return {"pool_size": 2, "max_overflow": 2}
-
-
-def ping_after_idle(engine: Engine) -> None:
-    """Ping a server connection at checkout when it sat in the pool for PING_IDLE_S or more: one
-    that a restart killed meanwhile is replaced (the new one waits for the server, retry.py)
-    instead of failing the statement. A connection that dies within the second after its last use
-    fails its statement, which the callers retry as any statement cut off mid-flight."""
-    if engine.url.get_backend_name() == "sqlite":
-        return
-
-    def checkin(_conn: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    def checkout(conn: Any, record: Any, _proxy: Any) -> None:
-        since = record.info.get("idle_since")  # None: a new connection (the dict is cleared with a dead one)
-        if since is None or time.monotonic() - since < PING_IDLE_S:
-            return
-        try:
-            cur = conn.cursor()
-            cur.execute("SELECT 1")
-            cur.close()
-        except Exception as err:  # the pool replaces it: SQLAlchemy retries a checkout on this
-            raise DisconnectionError(str(err)) from err
-
-    event.listen(engine, "checkin", checkin)
-    event.listen(engine, "checkout", checkout)
+    return {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 2}
 
 
 def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -77,7 +43,6 @@ def make_engine(url: URL) -> Engine:
     if url.get_backend_name() == "sqlite":
         event.listen(engine, "connect", sqlite_pragmas)
     wait_for_connections(engine)  # a server that is away is waited for (storage/retry.py)
-    ping_after_idle(engine)
     return engine
 
 

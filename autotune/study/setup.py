@@ -18,7 +18,7 @@ from autotune.search.samplers import SamplerFactory, make_pruner, make_sampler
 from autotune.search.space import grid_size
 from autotune.spec import StudySpec, parse_spec_yaml, searched_params
 from autotune.storage import Store, claims, retry
-from autotune.storage.engine import engine_kwargs, ping_after_idle, sqlite_pragmas
+from autotune.storage.engine import engine_kwargs, sqlite_pragmas
 from autotune.storage.plan import load_fingerprint, save_fingerprint
 from autotune.storage.url import url_string
 from autotune.study import recovery
@@ -69,9 +69,8 @@ def _open_study(
         # Optuna's calls (ask, tell, heartbeats) wait for a database that is away, as ours do; and
         # right after it is back, no trial is failed as stale for a heartbeat the outage ate.
         retry.wait_for_connections(storage.engine)
-        ping_after_idle(storage.engine)
         optuna_private.no_stale_trials_after_outage(
-            storage, GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S, retry.since_outage_s, HEARTBEAT_INTERVAL_S
+            storage, GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S, retry.since_outage_s
         )
         return optuna.create_study(
             study_name=study_name,
