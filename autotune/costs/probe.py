@@ -49,6 +49,16 @@ def _widest(split: wdata.TokenizedData, c: TrialConfig) -> np.ndarray:
     return max(order, key=lambda idx: int(lengths[idx].max()))
 
 
+def _eval_sample(split: wdata.TokenizedData, c: TrialConfig) -> list[np.ndarray]:
+    """The widest of the trial's evaluation batches (it sets the evaluation's peak) and the next
+    one, for the seconds per padded token. The whole pass, 5 times a probe, was 30% of the
+    quickstart's probe time (cProfile of costs.probe.calibrate, issue 20)."""
+    order = wdata.eval_batches(split.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
+    lengths = split.validation.lengths
+    widest = max(range(len(order)), key=lambda i: int(lengths[order[i]].max()))
+    return [order[widest], *[b for i, b in enumerate(order) if i != widest][:1]]
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -65,7 +75,7 @@ def _probe(
     n_steps = math.ceil(c.budget.train_examples / c.batch_size)
     order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, True)
     batches = [_widest(data, c), *order[: PROBE_STEPS - 1]]
-    eval_order = wdata.eval_batches(data.validation, max(c.batch_size, 64), c.budget.max_eval_examples)
+    eval_order = _eval_sample(data, c)
     meter = MemoryMeter(device)
     times: list[float] = []
     tokens: list[int] = []
@@ -86,9 +96,9 @@ def _probe(
             _sync(device)
             times.append(time.perf_counter() - t)
             tokens.append(int(data.train.lengths[idx].max()) * len(idx))
-        # One evaluation pass in the same window, as the trial runs it (batches of max(B, 64)): on a
-        # small batch its peak can pass training's (logits of 64 rows at once), so its peak is
-        # read apart (cost model: a trial peaks at the larger of the two).
+        # Evaluation batches in the same window, as the trial runs them (max(B, 64) rows): on a
+        # small batch their peak can pass training's (logits of 64 rows at once), so it is read
+        # apart (cost model: a trial peaks at the larger of the two).
         train_peak = meter.restart_peak()
         t = time.perf_counter()
         steps.evaluate(model, data.validation, eval_order, device, prec)
