@@ -44,6 +44,9 @@ def main() -> None:
         action="store_true",
         help="measure a second run of the study, with the data and tokenization caches the first made",
     )
+    ap.add_argument("--confirm-top", type=int, default=None,
+                    help="the spec's budget.confirm_top (0: the search alone, the default before 2026-12-05); "
+                    "writes overhead_confirmN.json")  # fmt: skip
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     # Import everything a run needs before timing: process start-up is not trial overhead.
@@ -57,7 +60,12 @@ def main() -> None:
     from autotune.study.driver import run_study
 
     spec = load_spec(args.spec)
+    if args.confirm_top is not None:
+        spec = spec.model_copy(update={"budget": spec.budget.model_copy(
+            update={"confirm_top": args.confirm_top, "keep_adapters": min(spec.budget.keep_adapters, args.confirm_top)}
+        )})  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["AUTOTUNE_ADAPTERS_DIR"] = f"{tmp}/adapters"  # the kept adapter (budget.keep_adapters)
         # Cold caches, as on a user's first run: the built-in data and the tokenized data are
         # both made inside the measured run.
         os.environ["AUTOTUNE_CACHE_DIR"] = f"{tmp}/cache"
@@ -80,6 +88,7 @@ def main() -> None:
         "spec": args.spec,
         "caches": "warm" if args.warm else "cold",
         "trials": len(rows),
+        "confirmation_runs": sum(r["confirm_of"] is not None for r in rows),
         "run_wall_s": total,
         "train_s": train,
         "eval_s": evals,
@@ -91,7 +100,8 @@ def main() -> None:
         "best_accuracy": max((r["accuracy"] or 0.0 for r in rows if r["state"] == "complete"), default=None),
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "overhead.json").write_text(json.dumps(out, indent=2))
+    suffix = "" if args.confirm_top is None else f"_confirm{args.confirm_top}"
+    (RESULTS / f"overhead{suffix}.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
     print(f"overhead_share={share:.4f}")
 

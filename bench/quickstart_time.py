@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 
@@ -26,11 +28,21 @@ RESULTS = REPO / "bench" / "results"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default="studies/quickstart.yaml")
+    ap.add_argument("--confirm-top", type=int, default=None,
+                    help="run the spec with this budget.confirm_top (0: the search alone, the default before "
+                    "2026-12-05); writes quickstart_time_confirmN.json")  # fmt: skip
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, AUTOTUNE_CACHE_DIR=f"{tmp}/cache", AUTOTUNE_STORAGE=f"sqlite:///{tmp}/autotune.db")
+        env = dict(os.environ, AUTOTUNE_CACHE_DIR=f"{tmp}/cache", AUTOTUNE_STORAGE=f"sqlite:///{tmp}/autotune.db",
+                   AUTOTUNE_ADAPTERS_DIR=f"{tmp}/adapters")  # fmt: skip
+        spec = a.spec
+        if a.confirm_top is not None:  # the same spec (and name), the confirmation set as asked
+            data = yaml.safe_load((REPO / a.spec).read_text())
+            data.setdefault("budget", {})["confirm_top"] = a.confirm_top
+            spec = f"{tmp}/{Path(a.spec).name}"
+            Path(spec).write_text(yaml.safe_dump(data))
         t0 = time.perf_counter()
-        run = subprocess.run([sys.executable, "-m", "autotune", "run", a.spec, "--no-progress"], cwd=REPO, env=env,
+        run = subprocess.run([sys.executable, "-m", "autotune", "run", spec, "--no-progress"], cwd=REPO, env=env,
                              capture_output=True, text=True, check=False)  # fmt: skip
         wall = time.perf_counter() - t0
         if run.returncode != 0:
@@ -38,7 +50,10 @@ def main() -> None:
         name = a.spec.rsplit("/", 1)[-1].removesuffix(".yaml")
         trials = subprocess.run([sys.executable, "-m", "autotune", "trials", name, "--format", "json"], cwd=REPO,
                                 env=env, capture_output=True, text=True, check=True)  # fmt: skip
+        best = subprocess.run([sys.executable, "-m", "autotune", "best", name, "--format", "json"], cwd=REPO,
+                              env=env, capture_output=True, text=True, check=True)  # fmt: skip
     rows = json.loads(trials.stdout)
+    rec = json.loads(best.stdout)
     done = [r for r in rows if r["state"] == "complete"]
     out = {
         "spec": a.spec,
@@ -48,10 +63,12 @@ def main() -> None:
         "states": {s: sum(r["state"] == s for r in rows) for s in sorted({r["state"] for r in rows})},
         "trial_wall_s": [r["wall_time_s"] for r in rows],
         "best_accuracy": max((r["accuracy"] or 0.0 for r in done), default=None),
+        "recommended": rec,  # what `autotune best` says (after a confirmation: the confirmed mean)
         "summary_line": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else "",
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "quickstart_time.json").write_text(json.dumps(out, indent=2) + "\n")
+    suffix = "" if a.confirm_top is None else f"_confirm{a.confirm_top}"
+    (RESULTS / f"quickstart_time{suffix}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"quickstart wall_s={wall:.1f} trials={len(rows)} complete={len(done)} best_accuracy={out['best_accuracy']}")
 
 
