@@ -16,6 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("AUTOTUNE_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "autotune-test-cache"))
 
 
+# The search alone: the confirmation phase (on by default, budget.confirm_top) has its own tests;
+# a test that replaces a spec's whole budget adds this to keep counting only search trials.
+NO_CONFIRM: dict[str, int] = {"confirm_top": 0}
+
+
 def tiny_spec(name: str = "t", **over: Any) -> dict[str, Any]:
     """A causal-LM spec on the built-in smoke data, sized for a test: each trial < 1 s."""
     spec: dict[str, Any] = {
@@ -32,8 +37,7 @@ def tiny_spec(name: str = "t", **over: Any) -> dict[str, Any]:
             "batch_size": {"choices": [16, 32]},
             "learning_rate": {"low": 1e-3, "high": 1e-2, "log": True},
         },
-        # the search alone: the confirmation phase (on by default) has its own tests
-        "budget": {"train_examples": 128, "evals": 2, "max_eval_examples": 64, "confirm_top": 0},
+        "budget": {"train_examples": 128, "evals": 2, "max_eval_examples": 64, **NO_CONFIRM},
         "sampler": "tpe",
         "pruner": "none",
         "seed": 0,

@@ -21,7 +21,7 @@ from autotune.spec import parse_spec
 from autotune.storage import Store
 from autotune.study.driver import run_study
 from autotune.trial import ReportFn, TrialConfig, TrialResult
-from tests.conftest import REPO
+from tests.conftest import NO_CONFIRM, REPO
 from tests.unit.seqs import SAMPLERS, fake_trial, single_worker_sequence, spec_for
 
 CliFn = Callable[..., tuple[int, str, str]]
@@ -173,7 +173,7 @@ def test_four_worker_processes_on_the_smoke_study(sampler: str, cli: CliFn, tmp_
 
     spec = yaml.safe_load((REPO / "studies" / "smoke.yaml").read_text())
     spec["sampler"] = sampler
-    spec["budget"] = {"train_examples": 128, "evals": 2}
+    spec["budget"] = {"train_examples": 128, "evals": 2, **NO_CONFIRM}  # the search's trials, counted
     path = tmp_path / "smoke.yaml"
     path.write_text(yaml.safe_dump(spec))
     url = f"sqlite:///{tmp_path / 's.db'}"

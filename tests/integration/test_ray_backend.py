@@ -23,7 +23,7 @@ from autotune.study import ray_backend
 from autotune.study.limits import RunLimits
 from autotune.study.packing import Ledger
 from autotune.study.ray_backend import RayOptions
-from tests.conftest import REPO, tiny_spec
+from tests.conftest import NO_CONFIRM, REPO, tiny_spec
 from tests.integration.workers import env, fast_spec, wait_for
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
@@ -65,7 +65,7 @@ def test_two_actors_run_exactly_n_distinct_trials(local_ray: Any, tmp_path: Path
 def test_an_actor_killed_mid_trial_is_retried_and_nothing_is_lost(local_ray: Any, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'k.db'}"
     data = fast_spec("ray-kill", n_trials=6)
-    data["budget"] = {"train_examples": 4096, "evals": 2, "max_eval_examples": 16}  # seconds per trial
+    data["budget"] = {"train_examples": 4096, "evals": 2, "max_eval_examples": 16, **NO_CONFIRM}  # seconds per trial
     spec = parse_spec(data)
     out: dict[str, Any] = {}
     opts = RayOptions(workers=2)
@@ -99,7 +99,8 @@ def test_an_actor_killed_mid_trial_is_retried_and_nothing_is_lost(local_ray: Any
 def test_ctrl_c_stores_interrupted_then_resume_finishes(tmp_path: Path, write_spec: Callable[..., Path]) -> None:
     url = f"sqlite:///{tmp_path / 'c.db'}"
     data = fast_spec("ray-int", n_trials=3)
-    data["budget"] = {"train_examples": 3072, "evals": 2, "max_eval_examples": 16}  # long enough to be caught mid-trial
+    # long enough to be caught mid-trial
+    data["budget"] = {"train_examples": 3072, "evals": 2, "max_eval_examples": 16, **NO_CONFIRM}
     path = write_spec(data)
     cmd = [sys.executable, "-m", "autotune", "run", str(path), "--backend", "ray", "--no-progress"]
     proc = subprocess.Popen(cmd, env=env(url), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
