@@ -47,7 +47,7 @@ def main() -> None:
     probe.calibrate(spec)  # warm-up: the model and the data into the worker's caches
     secs: dict[str, list[float]] = {v: [] for v in variants}
     preds: dict[str, Any] = {}
-    big = (max(spec.search.rank.choices or [8]), max(spec.search.batch_size.choices or [16]))
+    big = (int(max(spec.search.rank.choices or [8])), int(max(spec.search.batch_size.choices or [16])))
     for _ in range(args.rounds):
         for name, fn in variants.items():
             probe._eval_sample = fn
