@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from autotune.storage.retry import retried
 from autotune.storage.tables import trials
@@ -76,36 +76,6 @@ def confirmed(store: Store, name: str) -> list[Confirmed]:
             )
         )
     return sorted(out, key=lambda c: (c.mean, c.trial_number))
-
-
-@retried
-def counts(store: Store, name: str) -> tuple[int, int, int]:
-    """(search trials finished, search trials running, confirmation trials finished or running):
-    what the loop needs to know which phase the study is in. Counted as ``Store.count_finished``
-    counts."""
-    search = trials.c.confirm_of.is_(None)
-    with store._tx(write=False) as conn:
-        finished = conn.execute(
-            select(func.count()).where(
-                trials.c.study_name == name,
-                search,
-                trials.c.state.in_(_COUNTED),
-                trials.c.requeued.is_(False),
-                trials.c.not_run.is_not(True),
-            )
-        ).scalar_one()
-        running = conn.execute(
-            select(func.count()).where(trials.c.study_name == name, search, trials.c.state == TrialState.RUNNING.value)
-        ).scalar_one()
-        confirming = conn.execute(
-            select(func.count()).where(
-                trials.c.study_name == name,
-                trials.c.confirm_of.is_not(None),
-                trials.c.requeued.is_(False),
-                trials.c.state.in_([*_COUNTED, TrialState.RUNNING.value]),
-            )
-        ).scalar_one()
-    return int(finished), int(running), int(confirming)
 
 
 @retried

@@ -24,7 +24,6 @@ from autotune.search.samplers import SamplerFactory
 from autotune.search.space import suggest
 from autotune.spec import StudySpec
 from autotune.storage import Store, claims, redact, retry
-from autotune.storage import confirm as confirm_rows
 from autotune.study import confirm, confirm_run, outage, recovery, setup
 from autotune.study.gate import Gate, make_gate
 from autotune.study.guard import RunGuard, final_stop
@@ -150,26 +149,26 @@ class _Loop:
         lock = contextlib.ExitStack()
         try:
             lock.enter_context(claims.study_lock(self.store, self.name))
-            finished, running = claims.slots_taken(self.store, self.name)
-            if self.spec.budget.confirm_top and not self._confirming(lock):
+            taken = claims.slots_taken(self.store, self.name)
+            if self.spec.budget.confirm_top and not self._confirming(lock, taken):
                 return None
         except BaseException:
             outage.close_quietly(lock)
             raise
-        if finished + running < self.total:
+        if taken.finished + taken.running < self.total:
             self._lock = lock
             return True
         lock.close()
-        if finished >= self.total:
+        if taken.finished >= self.total:
             return False
         recovery.reap_dead_local_workers(self.study, self.store, self.name)  # a dead one's trial comes back
         return None
 
-    def _confirming(self, lock: contextlib.ExitStack) -> bool:
+    def _confirming(self, lock: contextlib.ExitStack, taken: claims.Taken) -> bool:
         """With a confirmation phase: False (wait) while the last search trials run; once they
         have all finished, queue the runs of the best configs (``confirm.plan``) and count them
         in ``total``. True: go on (ask now, or end the study), with the lock held."""
-        s_finished, s_running, _ = confirm_rows.counts(self.store, self.name)
+        s_finished, s_running = taken.search_finished, taken.search_running
         self.total = self.n_search + self.planned  # runs of an earlier round count; their slots are theirs
         if s_finished + s_running < self.n_search:
             return True  # still searching
