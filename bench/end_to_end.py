@@ -308,10 +308,18 @@ def _tracked(
             "examples_seen": r.examples_seen, "compute": state["compute"], "params": _extra(sspec, c),
         })  # fmt: skip
         if stop(c) and interrupt is not None:
+            state["stopped"] = 1  # the race's own stop, not a signal's (see _signalled)
             interrupt.set()
         return r
 
     return tracked
+
+
+def _signalled(summary: Any, state: dict[str, int]) -> None:
+    """A study ended by SIGINT or SIGTERM rather than by the race's own stop: leave with no end row,
+    so the seed runs again from the start next time (with one, the cut study counted as raced)."""
+    if summary.interrupted and not state.get("stopped"):
+        raise SystemExit("race: stopped by a signal; this seed has no end row and runs again next time")
 
 
 def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int) -> None:
@@ -325,8 +333,9 @@ def race_one(bench: Bench, strategy: str, seed: int, cap: float, max_trials: int
     tracked = _tracked(bench, strategy, seed, sspec, state, lambda _c: state["compute"] >= limit)
 
     with tempfile.TemporaryDirectory() as tmp:
-        run_study(sspec, f"sqlite:///{tmp}/race.db", n_trials=max_trials, show_progress=False,
-                  cache_dir=bench.cache_dir, trial_fn=tracked, sampler=_sampler(strategy, seed))  # fmt: skip
+        ran = run_study(sspec, f"sqlite:///{tmp}/race.db", n_trials=max_trials, show_progress=False,
+                        cache_dir=bench.cache_dir, trial_fn=tracked, sampler=_sampler(strategy, seed))  # fmt: skip
+    _signalled(ran, state)
     _append(bench.race_csv, RACE_FIELDS, {"strategy": strategy, "seed": seed, "trial": "end",
                                           "compute": state["compute"]})  # fmt: skip
     print(f"race {strategy} seed {seed}: {state['n']} trials, {state['compute']} examples", flush=True)
@@ -356,15 +365,18 @@ def race_confirm(bench: Bench, strategy: str, seed: int, share: float, max_trial
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/race.db"
         if room >= sspec.budget.train_examples:
-            run_study(sspec, url, n_trials=max_trials, show_progress=False, cache_dir=bench.cache_dir,
-                      trial_fn=tracked, sampler=_sampler("default", seed))  # fmt: skip
+            ran = run_study(sspec, url, n_trials=max_trials, show_progress=False, cache_dir=bench.cache_dir,
+                            trial_fn=tracked, sampler=_sampler("default", seed))  # fmt: skip
+            _signalled(ran, state)
+            state["stopped"] = 0  # the confirmation runs to its end: only a signal stops it
             store = Store.open(url, create=False)
             try:
                 searched = sum(r["confirm_of"] is None for r in store.trials(sspec.name))
             finally:
                 store.close()
-            resume_study(url, sspec.name, n_trials=searched, show_progress=False, cache_dir=bench.cache_dir,
-                         trial_fn=tracked)  # fmt: skip
+            ran = resume_study(url, sspec.name, n_trials=searched, show_progress=False, cache_dir=bench.cache_dir,
+                               trial_fn=tracked)  # fmt: skip
+            _signalled(ran, state)
             store = Store.open(url, create=False)
             try:
                 best = store.best(sspec.name)
@@ -404,13 +416,15 @@ def race_warm(bench: Bench, seed: int, cap: float, max_trials: int) -> None:
     prior_fn = _tracked(bench, "warm_prior", seed, earlier, state, lambda _c: False)
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/race.db"
-        run_study(earlier, url, show_progress=False, cache_dir=bench.cache_dir, trial_fn=prior_fn,
-                  sampler=_sampler("default", seed + 1000))  # fmt: skip
+        ran = run_study(earlier, url, show_progress=False, cache_dir=bench.cache_dir, trial_fn=prior_fn,
+                        sampler=_sampler("default", seed + 1000))  # fmt: skip
+        _signalled(ran, state)
         warm_start(sspec, url, sspec.name, "earlier")
         state["n"] = 0
         main_fn = _tracked(bench, "warm", seed, sspec, state, lambda _c: state["compute"] >= limit)
-        run_study(sspec, url, n_trials=max_trials, show_progress=False, cache_dir=bench.cache_dir,
-                  trial_fn=main_fn, sampler=_sampler("default", seed))  # fmt: skip
+        ran = run_study(sspec, url, n_trials=max_trials, show_progress=False, cache_dir=bench.cache_dir,
+                        trial_fn=main_fn, sampler=_sampler("default", seed))  # fmt: skip
+        _signalled(ran, state)
     for label in ("warm_prior", "warm"):
         _append(bench.race_csv, RACE_FIELDS, {"strategy": label, "seed": seed, "trial": "end",
                                               "compute": state["compute"]})  # fmt: skip

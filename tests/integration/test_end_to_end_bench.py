@@ -179,3 +179,37 @@ def test_only_seeds_races_those_and_leaves_another_process_rows_alone(tmp_path: 
     rows = e2e._read(race_csv)
     assert {int(r["seed"]) for r in rows if r["strategy"] == "default"} == {1}
     assert [r for r in rows if r["strategy"] == "random_asha"] == [{k: str(v) for k, v in other.items()}]
+
+
+def test_a_race_stopped_by_a_signal_leaves_its_seed_unfinished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT during a seed's study: the race exits without that seed's end row, so the next run
+    races the seed again from the start instead of counting the cut study as finished; a seed the
+    race stops itself, at its share, gets its end row."""
+    import os
+    import signal
+
+    from autotune.study import driver
+
+    spec = tiny_spec("e2esig", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    _path, out, argv = _task(tmp_path, spec)
+    e2e.main(["grid", *argv])  # the grid first: it trains outside any study
+    real = driver.default_trial_fn
+
+    def interrupted_worker() -> Any:
+        worker = real()
+
+        def run(c: Any, report: Any, interrupt: Any) -> Any:
+            os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C (or the SIGTERM of a killed race) mid-trial
+            return worker(c, report, interrupt)
+
+        return run
+
+    monkeypatch.setattr(driver, "default_trial_fn", interrupted_worker)
+    with pytest.raises(SystemExit, match="stopped by a signal"):
+        e2e.main(["race", *argv, "--strategies", "default", "--max-share", "0.1"])
+    race_csv = out / "e2e_e2esig_race.csv"
+    assert not [r for r in e2e._read(race_csv) if r["trial"] == "end"]
+
+    monkeypatch.setattr(driver, "default_trial_fn", real)
+    e2e.main(["race", *argv, "--strategies", "default", "--max-share", "0.1"])
+    assert [r["strategy"] for r in e2e._read(race_csv) if r["trial"] == "end"] == ["default"]
