@@ -1,4 +1,5 @@
-"""The study spec: the contract a user writes (schema.py), how a file becomes one (load.py), and
+"""The study spec: the contract a user writes (schema.py; its ``search:`` section and the registry of
+searchable parameters in search_spec.py), how a file becomes one (load.py), and
 the models that ship inside PyPI packages (packaged.py).
 
 This face re-exports the names the rest of autotune uses, so ``from autotune.spec import
@@ -9,22 +10,18 @@ from autotune.errors import SpecError
 from autotune.spec.load import load_spec
 from autotune.spec.parse import parse_spec, parse_spec_yaml
 from autotune.spec.schema import (
-    SEARCH_PARAMS,
-    TARGET_PRESETS,
     BudgetSpec,
     DataSpec,
     LoraSpec,
     ModelSpec,
     ObjectiveSpec,
-    ParamRange,
     PrunerSpec,
     SamplerSpec,
-    SearchParam,
-    SearchSpec,
     StudySpec,
     TinyModel,
     searched_params,
 )
+from autotune.spec.search_spec import SEARCH_PARAMS, TARGET_PRESETS, ParamRange, SearchParam, SearchSpec
 
 __all__ = [
     "SEARCH_PARAMS",
