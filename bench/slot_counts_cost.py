@@ -35,14 +35,14 @@ def five_counts(store: Any, name: str) -> Any:
     from sqlalchemy import func, select
 
     from autotune.storage import claims
-    from autotune.storage.tables import trials
+    from autotune.storage.tables import COUNTED, COUNTED_STATES, trials
     from autotune.trial import TrialState
 
     here, search = trials.c.study_name == name, trials.c.confirm_of.is_(None)
     running = trials.c.state == TrialState.RUNNING.value
-    done = (trials.c.state.in_(claims._COUNTED), trials.c.requeued.is_(False), trials.c.not_run.is_not(True))
+    done = (COUNTED,)
     confirming = (trials.c.confirm_of.is_not(None), trials.c.requeued.is_(False),
-                  trials.c.state.in_([*claims._COUNTED, TrialState.RUNNING.value]))  # fmt: skip
+                  trials.c.state.in_([*COUNTED_STATES, TrialState.RUNNING.value]))  # fmt: skip
     with store._tx(write=False) as conn:
         all_running = conn.execute(select(func.count()).where(here, running)).scalar_one()
     finished = store.count_finished(name)

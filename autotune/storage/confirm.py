@@ -13,17 +13,14 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, select
 
 from autotune.storage.retry import retried
-from autotune.storage.tables import trials
-from autotune.trial import FINISHED_STATES, TrialState
+from autotune.storage.tables import COUNTED_STATES, trials
+from autotune.trial import TrialState
 
 
 class Store(Protocol):
     """What these reads need of ``autotune.storage.Store`` (which calls them: no import back)."""
 
     def _tx(self, *, write: bool) -> AbstractContextManager[Connection]: ...
-
-
-_COUNTED = [s.value for s in FINISHED_STATES] + [TrialState.CRASHED.value]
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ def confirmed(store: Store, name: str) -> list[Confirmed]:
     query = select(trials.c.confirm_of, trials.c.state, trials.c.score, trials.c.accuracy, trials.c.adapter_dir).where(
         trials.c.study_name == name,
         trials.c.confirm_of.is_not(None),
-        trials.c.state.in_(_COUNTED),
+        trials.c.state.in_(COUNTED_STATES),  # a run stopped by its prediction counts: it failed
         trials.c.requeued.is_(False),
     )
     groups: dict[int, list[Any]] = {}

@@ -17,9 +17,9 @@ from autotune.storage import confirm, migrate
 from autotune.storage.engine import db_reason, init_lock, make_engine
 from autotune.storage.retry import retried
 from autotune.storage.rows import finite, now, result_values
-from autotune.storage.tables import curves, studies, trials
+from autotune.storage.tables import COUNTED, curves, studies, trials
 from autotune.storage.url import parse_url, redact
-from autotune.trial import FINISHED_STATES, TrialResult, TrialState
+from autotune.trial import TrialResult, TrialState
 from autotune.version import __version__
 
 # Searched params that also have an indexed column of their own; all of them are in ``params``.
@@ -290,18 +290,10 @@ class Store:
         """Trials that count toward the study's total: finished states, plus crashes whose
         retries are spent. Interrupted and re-queued trials do not count: their re-run will; nor
         do configs stopped by their memory prediction before any training."""
-        counted = [s.value for s in FINISHED_STATES] + [TrialState.CRASHED.value]
         with self._tx(write=False) as conn:
             return int(
                 conn.execute(
-                    select(func.count())
-                    .select_from(trials)
-                    .where(
-                        trials.c.study_name == name,
-                        trials.c.state.in_(counted),
-                        trials.c.requeued.is_(False),
-                        trials.c.not_run.is_not(True),  # skipped by its prediction (autotune.study.gate)
-                    )
+                    select(func.count()).select_from(trials).where(trials.c.study_name == name, COUNTED)
                 ).scalar_one()
             )
 

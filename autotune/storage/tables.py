@@ -19,7 +19,10 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    and_,
 )
+
+from autotune.trial import FINISHED_STATES, TrialState
 
 PREFIX = "autotune_"
 metadata = MetaData(
@@ -97,6 +100,13 @@ trials = Table(
     Column("not_run", Boolean, nullable=True),  # stopped by its prediction; not counted toward n_trials
     UniqueConstraint("study_name", "trial_number"),
 )
+
+# The rows that count toward a study's total (its n_trials, then its confirmation runs): a finished
+# state, or crashed with its retries spent; not a re-queued row (its retry counts), nor one stopped
+# by its prediction before any training (``not_run``, autotune.study.gate). Store.count_finished and
+# the loop's slot count (claims.slots_taken) both count with it.
+COUNTED_STATES = [s.value for s in FINISHED_STATES] + [TrialState.CRASHED.value]
+COUNTED = and_(trials.c.state.in_(COUNTED_STATES), trials.c.requeued.is_(False), trials.c.not_run.is_not(True))
 
 curves = Table(
     "autotune_curves",
