@@ -16,21 +16,51 @@ CUDA_MARGIN = 0.9  # CUDA: use at most 90% of total memory (the CUDA context, cu
 # RSS grows 2.5-3.2x that, glibc's heap slack (MiniLM trials, 2026-12-03; worker/memory.py), so the
 # default CPU limit is the available RAM over the top of that range.
 CPU_SLACK = 3.2
+# A CPU study with nothing asked skips the probe when its largest config peaks under this share of
+# the limit (fits_without_predictions): that one mini-trial is a single point, with no correction
+# from measured trials, and seeds whose widest batch is wider than the probed one; a study that
+# comes within 2x of the RAM is one where the full probe is worth its seconds.
+FIT_SHARE = 0.5
 
 
 def memory_limit_mb(spec: StudySpec, cal: Any) -> tuple[float | None, str]:
     """The limit configs must fit: the spec's budget.memory_limit_mb, else the device's."""
     if spec.budget.memory_limit_mb is not None:
         return spec.budget.memory_limit_mb, "budget.memory_limit_mb"
-    if cal.device_memory_mb is None:
+    return _device_limit_mb(cal.device, cal.memory_kind, cal.device_memory_mb)
+
+
+def _device_limit_mb(device: str, kind: str, total_mb: float | None) -> tuple[float | None, str]:
+    if total_mb is None:
         return None, "none"
-    if cal.device == "cuda":
-        return cal.device_memory_mb * CUDA_MARGIN, "90% of the GPU's memory"
+    if device == "cuda":
+        return total_mb * CUDA_MARGIN, "90% of the GPU's memory"
     from autotune.worker.memory import CPU_ALLOCATED  # torch: the probe has loaded it already
 
-    if cal.memory_kind == CPU_ALLOCATED:
-        return cal.device_memory_mb / CPU_SLACK, f"available RAM / {CPU_SLACK} (glibc's heap slack)"
-    return cal.device_memory_mb, "available RAM"
+    if kind == CPU_ALLOCATED:
+        return total_mb / CPU_SLACK, f"available RAM / {CPU_SLACK} (glibc's heap slack)"
+    return total_mb, "available RAM"
+
+
+def fits_without_predictions(spec: StudySpec, cache_dir: str | None) -> bool:
+    """True when a CPU study that asked for no check (no memory limit, no time budget, no
+    ``gradient_checkpointing: auto``) can run without the calibration probe.
+
+    There the probe buys the gate one decision: skip a config predicted above the available RAM.
+    It cost 10.3 s of the quickstart's 134.5 s (bench/results/overhead.json), the most of its time
+    outside training. Peak memory grows with rank and batch size, so one mini-trial of the largest
+    of each adapter variant settles it: under ``FIT_SHARE`` of the limit, no config can be
+    predicted over it. On a GPU the probe stays: that is where configs run out of memory, and
+    packing (``--backend ray``) reads its predictions."""
+    from autotune.costs.probe import device_memory_mb, largest_peaks_mb
+    from autotune.worker.memory import memory_kind
+    from autotune.worker.precision import pick_device
+
+    device = pick_device().type
+    if device != "cpu":
+        return False
+    limit, _ = _device_limit_mb(device, memory_kind(device), device_memory_mb(device))
+    return limit is not None and max(largest_peaks_mb(spec, cache_dir)) <= FIT_SHARE * limit
 
 
 class RemoteProbe(Protocol):

@@ -65,16 +65,16 @@ def _sync(device: torch.device) -> None:
 
 
 def _probe(
-    base: torch.nn.Module, entry: Any, c: TrialConfig, device: torch.device, prec: Precision
+    base: torch.nn.Module, entry: Any, c: TrialConfig, device: torch.device, prec: Precision, n_steps: int = PROBE_STEPS
 ) -> tuple[ProbePoint, float, float]:
     """A miniature trial of one config: the widest batch of its trial first (it sets the peak),
     then the trial's own first batches (varied shapes, as the trial sees them), then one
     evaluation. Returns the point, the seconds it took to add the adapters, and the evaluation's
     seconds per padded token."""
     data = entry.data
-    n_steps = math.ceil(c.budget.train_examples / c.batch_size)
-    order = wdata.train_order(len(data.train), c.batch_size, n_steps, c.seed, data.train.lengths, True)
-    batches = [_widest(data, c), *order[: PROBE_STEPS - 1]]
+    trial_steps = math.ceil(c.budget.train_examples / c.batch_size)
+    order = wdata.train_order(len(data.train), c.batch_size, trial_steps, c.seed, data.train.lengths, True)
+    batches = [_widest(data, c), *order[: n_steps - 1]]
     eval_order = _eval_sample(data, c)
     meter = MemoryMeter(device)
     times: list[float] = []
@@ -227,6 +227,32 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
         variants=variants,
         base_variant=variant_key(first.model.target_modules, first.use_dora),
     )
+
+
+def largest_peaks_mb(spec: StudySpec, cache_dir: str | None = None) -> list[float]:
+    """The peak memory (MB, the larger of training's and evaluation's) of the largest rank x batch
+    size of each adapter variant of the search space: one mini-trial each, the first ``calibrate``
+    would run, on the trial's own widest batch. The first in a process carries the allocator's
+    first-use buffers (``calibrate``'s throw-away pass), which only overstates it."""
+    steps.apply_thread_limit()
+    ranks, batches = space_values(spec, "rank"), space_values(spec, "batch_size")
+    lr = spec.search.learning_rate
+    lr_value = float(lr.choices[0]) if lr.choices is not None else float(lr.low or 1e-4)
+    device = pick_device()
+    prec = pick_precision(spec.precision, device)
+    first = trial_config(spec, {"rank": ranks[0], "batch_size": batches[0], "learning_rate": lr_value}, cache_dir)
+    entry = state.prepare_data(first)
+    base = state.base_model(first, entry, device, prec)
+    peaks = []
+    for params in [{}, *searched_variants(spec)]:
+        c = trial_config(
+            spec, {"rank": ranks[-1], "batch_size": batches[-1], "learning_rate": lr_value, **params}, cache_dir
+        )
+        # two steps: the optimizer's state exists from the first step's end, so the second peaks
+        # with it; the timed steps after them only matter to the full probe's step time
+        point = _probe(base, entry, c, device, prec, n_steps=2)[0]
+        peaks.append(max(point.peak_mb, point.eval_peak_mb or 0.0))
+    return peaks
 
 
 def searched_variants(spec: StudySpec) -> list[dict[str, Any]]:

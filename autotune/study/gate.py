@@ -145,17 +145,28 @@ class Gate:
 def make_gate(
     spec: StudySpec, store: Store, name: str, guard: RunGuard, cache_dir: str | None, remote: RemoteProbe | None = None
 ) -> Gate | None:
-    """The Gate, or None when the calibration probe itself fails (an OOM at the largest config,
-    a model the probe cannot train): the study then runs without predictions, as before."""
+    """The Gate, or None: when the calibration probe itself fails (an OOM at the largest config,
+    a model the probe cannot train), the study then runs without predictions, as before; and when
+    nothing asked for a check and no prediction could change a decision (a pinned config; a CPU
+    study whose largest config fits, ``costs.calibration.fits_without_predictions``)."""
     import sys
 
     asked = spec.budget.study_time_s is not None or spec.budget.memory_limit_mb is not None
-    if _one_config(spec) and not asked and spec.memory.gradient_checkpointing != "auto":
+    unasked = not asked and spec.memory.gradient_checkpointing != "auto"
+    if _one_config(spec) and unasked:
         # a pinned config (`best --format spec`, a confirmation study): there is no choice for a
         # prediction to make, and the probe costs 10-20 s on the quickstart (issue 20); an OOM is
         # still stored as oom. With a limit or a time budget the user asked for the check: it runs.
         return None
     try:
+        if unasked and remote is None:
+            from autotune.costs.calibration import fits_without_predictions
+            from autotune.costs.probe import device_key
+            from autotune.storage.plan import load_calibration
+
+            # a study that probed before (resume) predicts for free from the stored probe
+            if load_calibration(store, name, device_key(spec)) is None and fits_without_predictions(spec, cache_dir):
+                return None
         return Gate(spec, store, name, guard, cache_dir, remote)
     except Exception as err:  # the probe is an optimisation: its failure must not stop the study
         first = (str(err).splitlines() or [""])[0][:160]

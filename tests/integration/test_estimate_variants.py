@@ -83,6 +83,7 @@ def test_a_searched_variant_trial_stores_its_own_prediction(
         },
         sampler="grid",
         n_trials=2,
+        budget={"memory_limit_mb": 100000},  # a limit asks for the probe (on a CPU it is skipped otherwise)
     )
     rc, _out, err = cli("run", str(write_spec(data)), "--storage", db_url, "--no-progress")
     assert rc == 0, err

@@ -139,7 +139,9 @@ def test_resume_reuses_the_stored_probe(
     probe without probing again (a probe here would fail: it is replaced by one that raises)."""
     from autotune.costs import probe
 
-    spec = write_spec(tiny_spec(name="cal", n_trials=2))
+    spec = write_spec(
+        tiny_spec(name="cal", n_trials=2, budget={"memory_limit_mb": 100000})
+    )  # a limit asks for the probe
     assert cli("run", str(spec), "--storage", db_url, "--no-progress")[0] == 0
 
     def no_probe(*_: object, **__: object) -> None:
@@ -168,7 +170,7 @@ def test_resume_predicts_with_what_the_study_measured(cli: CliFn, write_spec: Ca
     from autotune.storage.plan import load_calibration
     from autotune.storage.tables import trials
 
-    data = tiny_spec(name="corr", n_trials=2)
+    data = tiny_spec(name="corr", n_trials=2, budget={"memory_limit_mb": 100000})  # a limit asks for the probe
     assert cli("run", str(write_spec(data)), "--storage", db_url, "--no-progress")[0] == 0
     store = Store.open(db_url, create=False)
     try:
@@ -255,7 +257,7 @@ def test_a_probe_stored_under_another_memory_figure_is_probed_again(
     from autotune.storage.tables import trials
     from autotune.worker.memory import memory_kind
 
-    data = tiny_spec(name="kind", n_trials=2)
+    data = tiny_spec(name="kind", n_trials=2, budget={"memory_limit_mb": 100000})  # a limit asks for the probe
     assert cli("run", str(write_spec(data)), "--storage", db_url, "--no-progress")[0] == 0
     key = probe.device_key(parse_spec(data))
     store = Store.open(db_url, create=False)
@@ -299,3 +301,51 @@ def test_a_pinned_config_runs_without_the_probe_unless_a_limit_asks(
     assert rc == 0, err
     (row,) = Store.open_existing(db_url, "pinned-limit").trials("pinned-limit")
     assert row["predicted_memory_mb"] is not None  # a limit asks for the check
+
+
+def test_a_cpu_study_whose_largest_config_fits_runs_without_the_probe(
+    cli: CliFn, write_spec: Callable[..., Path], db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a CPU with no limit, time budget or auto checkpointing, the full probe could only skip a
+    config predicted above the RAM: one mini-trial of the largest config shows none comes near, so
+    the study trains without it (the probe is replaced by one that raises) and stores no
+    prediction. Where the largest config does come near, the full probe runs and predicts."""
+    from autotune.costs import calibration, probe
+
+    real_calibrate = probe.calibrate
+
+    def no_probe(*_: object, **__: object) -> None:
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(probe, "calibrate", no_probe)
+    rc, _, err = cli("run", str(write_spec(tiny_spec("fits", n_trials=2))), "--storage", db_url, "--no-progress")
+    assert rc == 0 and "calibration probe failed" not in err, err
+    rows = Store.open_existing(db_url, "fits").trials("fits")
+    assert [r["state"] for r in rows] == ["complete", "complete"]
+    assert all(r["predicted_memory_mb"] is None for r in rows), rows
+
+    monkeypatch.setattr(probe, "calibrate", real_calibrate)
+    monkeypatch.setattr(calibration, "FIT_SHARE", 1e-9)  # the largest config "comes near" any limit
+    rc, _, err = cli(
+        "run", str(write_spec(tiny_spec("near", n_trials=2), "n.yaml")), "--storage", db_url, "--no-progress"
+    )
+    assert rc == 0, err
+    rows = Store.open_existing(db_url, "near").trials("near")
+    assert all(r["predicted_memory_mb"] is not None for r in rows), rows
+
+
+def test_the_fit_check_leaves_a_gpu_study_to_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU, configs run out of memory and packing reads the predictions: the probe stays,
+    and the check returns before it loads anything (its mini-trial would raise here)."""
+    import torch
+
+    from autotune.costs import calibration, probe
+    from autotune.spec import parse_spec
+    from autotune.worker import precision
+
+    def no_trial(*_: object, **__: object) -> list[float]:
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(precision, "pick_device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(probe, "largest_peaks_mb", no_trial)
+    assert calibration.fits_without_predictions(parse_spec(tiny_spec()), None) is False
