@@ -8,7 +8,7 @@ overhead. Writes bench/results/overhead.json and ends with:
 
     overhead_share=Z
 
-Run: python bench/overhead.py [--spec studies/quickstart.yaml] [--n-trials 8]
+Run: python bench/overhead.py [--spec studies/quickstart.yaml] [--n-trials 8] [--probe]
 
 Where the time went on a 2-core VM (2026-12-02; ~2.2-2.5 s of overhead in a 75-90 s run),
 timed by wrapping each phase:
@@ -47,6 +47,13 @@ def main() -> None:
     ap.add_argument("--confirm-top", type=int, default=None,
                     help="the spec's budget.confirm_top (0: the search alone, the default before 2026-12-05); "
                     "writes overhead_confirmN.json")  # fmt: skip
+    ap.add_argument(
+        "--probe",
+        action="store_true",
+        help="set budget.memory_limit_mb to 1e6 MB: a limit asks for the calibration probe, which a CPU "
+        "study without one skips since 2026-12-06 (study/gate.make_gate); writes overhead*_probe.json",
+    )
+    ap.add_argument("--out", default=None, help="write the JSON here instead of bench/results/overhead*.json")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     # Import everything a run needs before timing: process start-up is not trial overhead.
@@ -64,6 +71,8 @@ def main() -> None:
         spec = spec.model_copy(update={"budget": spec.budget.model_copy(
             update={"confirm_top": args.confirm_top, "keep_adapters": min(spec.budget.keep_adapters, args.confirm_top)}
         )})  # fmt: skip
+    if args.probe:
+        spec = spec.model_copy(update={"budget": spec.budget.model_copy(update={"memory_limit_mb": 1e6})})
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["AUTOTUNE_ADAPTERS_DIR"] = f"{tmp}/adapters"  # the kept adapter (budget.keep_adapters)
         # Cold caches, as on a user's first run: the built-in data and the tokenized data are
@@ -87,6 +96,7 @@ def main() -> None:
     out = {
         "spec": args.spec,
         "caches": "warm" if args.warm else "cold",
+        "probe": "asked (memory_limit_mb 1e6)" if args.probe else "the default",
         "trials": len(rows),
         "confirmation_runs": sum(r["confirm_of"] is not None for r in rows),
         "run_wall_s": total,
@@ -100,8 +110,8 @@ def main() -> None:
         "best_accuracy": max((r["accuracy"] or 0.0 for r in rows if r["state"] == "complete"), default=None),
     }
     RESULTS.mkdir(exist_ok=True)
-    suffix = "" if args.confirm_top is None else f"_confirm{args.confirm_top}"
-    (RESULTS / f"overhead{suffix}.json").write_text(json.dumps(out, indent=2))
+    suffix = ("" if args.confirm_top is None else f"_confirm{args.confirm_top}") + ("_probe" if args.probe else "")
+    Path(args.out or RESULTS / f"overhead{suffix}.json").write_text(json.dumps(out, indent=2))
     print(json.dumps(out, indent=2))
     print(f"overhead_share={share:.4f}")
 
