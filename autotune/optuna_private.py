@@ -40,7 +40,21 @@ def is_late_tell(err: BaseException) -> bool:
 
 def trials_cached(study: optuna.Study, states: Sequence[TrialState]) -> list[FrozenTrial]:
     """The study's trials in ``states``, without copies and from the sampler's cache: what a sampler
-    reads on every ask (``Study.get_trials`` deep-copies each trial and skips the cache)."""
+    reads on every ask (``Study.get_trials`` deep-copies each trial and skips the cache).
+
+    Optuna syncs its trial cache with the database twice per ask: once to pop a waiting trial,
+    and again at the sampler's first read ("Sync storage once every trial", ``Study.ask``). The
+    second read comes milliseconds after the first, with only this process's new trial between
+    them, which ``_CachedStorage`` already holds; so the sampler's view is filled from that cache.
+    On PostgreSQL each sync is six statements (the trials and five tables of their attributes;
+    ``bench/sampler_sync_cost.py``)."""
+    local = study._thread_local
+    storage = study._storage
+    if local.cached_all_trials is None and isinstance(storage, optuna.storages._CachedStorage):
+        with storage._lock:
+            cache = storage._studies.get(study._study_id)
+            if cache is not None:  # None: no sync in this process yet; Optuna's read below makes one
+                local.cached_all_trials = sorted(cache.trials.values(), key=lambda t: t.number)
     return study._get_trials(deepcopy=False, states=tuple(states), use_cache=True)
 
 

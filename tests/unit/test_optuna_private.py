@@ -54,6 +54,40 @@ def test_trials_cached_and_contains(tmp_path: Path) -> None:
     assert optuna_private.contains(choices, 8) and not optuna_private.contains(choices, 16)
 
 
+def test_one_database_sync_per_ask_and_another_process_trials_seen(tmp_path: Path) -> None:
+    """A sampler that reads the study's trials through ``trials_cached`` adds no database read to
+    the one Optuna's ask makes to pop a waiting trial; it still sees a trial another process
+    (here: another Study on the same database) finished before the ask, and this ask's own."""
+    from optuna.storages._rdb.storage import RDBStorage
+
+    seen: list[list[int]] = []
+
+    class Reader(optuna.samplers.RandomSampler):
+        def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            seen.append([t.number for t in optuna_private.trials_cached(study, tuple(optuna.trial.TrialState))])
+
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(storage=url, study_name="p", sampler=Reader())
+    other = optuna.load_study(study_name="p", storage=url)
+    study.tell(study.ask(), 1.0)
+    other.tell(other.ask(), 2.0)  # finished elsewhere, before the next ask
+    reads = 0
+    real = RDBStorage._get_trials
+
+    def counted(self: RDBStorage, *a: object, **k: object) -> object:
+        nonlocal reads
+        reads += 1
+        return real(self, *a, **k)  # type: ignore[arg-type]
+
+    RDBStorage._get_trials = counted  # type: ignore[method-assign,assignment]
+    try:
+        study.ask()
+    finally:
+        RDBStorage._get_trials = real  # type: ignore[method-assign]
+    assert reads == 1  # the waiting-trial pop's; the sampler's view came from its cache
+    assert seen[-1] == [0, 1, 2]
+
+
 def test_a_failed_tell_inside_optimize_is_unmasked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Optuna asserts "Should not reach." when its own tell fails inside ``optimize``; the driver
     needs the error behind it (a database away, or full)."""
