@@ -47,10 +47,10 @@ def fits_without_predictions(spec: StudySpec, cache_dir: str | None) -> bool:
     ``gradient_checkpointing: auto``) can run without the calibration probe.
 
     There the probe buys the gate one decision: skip a config predicted above the available RAM.
-    It cost 10.3 s of the quickstart's 134.5 s (bench/results/overhead.json), the most of its time
-    outside training. Peak memory grows with rank and batch size, so one mini-trial of the largest
-    of each adapter variant settles it: under ``FIT_SHARE`` of the limit, no config can be
-    predicted over it. On a GPU the probe stays: that is where configs run out of memory, and
+    It was most of the quickstart's time outside training: 12.8-13.6 s with it, 4.5-4.9 s with this
+    check instead (bench/results/probe_skip.json). Peak memory grows with rank and batch size, so
+    one mini-trial of the largest of each adapter variant settles it: under ``FIT_SHARE`` of the
+    limit, no config can be predicted over it. On a GPU the probe stays: that is where configs run out of memory, and
     packing (``--backend ray``) reads its predictions."""
     from autotune.costs.probe import device_memory_mb, largest_peaks_mb
     from autotune.worker.memory import memory_kind

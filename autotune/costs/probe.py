@@ -14,6 +14,7 @@ import math
 import re
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -153,23 +154,51 @@ def device_memory_mb(device_type: str) -> float | None:
     return float(psutil.virtual_memory().available) / 2**20
 
 
-def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
-    """Probe the smallest and largest rank x batch size of the search space."""
-    t_start = time.perf_counter()
+@dataclass(frozen=True)
+class _Loaded:
+    """What every probe of a spec shares: the space's ends, the device, and the base model and
+    tokenized data from the worker's per-process caches (the trials then reuse them)."""
+
+    spec: StudySpec
+    cache_dir: str | None
+    ranks: list[int]
+    batches: list[int]
+    lr_value: float
+    device: torch.device
+    prec: Precision
+    entry: Any
+    base: torch.nn.Module
+
+    def cfg(
+        self, rank: int, batch: int, params: dict[str, Any] | None = None, checkpointing: bool | None = None
+    ) -> TrialConfig:
+        values = {"rank": rank, "batch_size": batch, "learning_rate": self.lr_value, **(params or {})}
+        return trial_config(self.spec, values, self.cache_dir, checkpointing=checkpointing)
+
+    def probe(self, c: TrialConfig, n_steps: int = PROBE_STEPS) -> tuple[ProbePoint, float, float]:
+        return _probe(self.base, self.entry, c, self.device, self.prec, n_steps)
+
+
+def _load(spec: StudySpec, cache_dir: str | None) -> _Loaded:
     steps.apply_thread_limit()
     ranks, batches = space_values(spec, "rank"), space_values(spec, "batch_size")
     lr = spec.search.learning_rate
     lr_value = float(lr.choices[0]) if lr.choices is not None else float(lr.low or 1e-4)
-
-    def cfg(rank: int, batch: int) -> TrialConfig:
-        return trial_config(spec, {"rank": rank, "batch_size": batch, "learning_rate": lr_value}, cache_dir)
-
     device = pick_device()
     prec = pick_precision(spec.precision, device)
-    first = cfg(ranks[0], batches[0])
+    first = trial_config(spec, {"rank": ranks[0], "batch_size": batches[0], "learning_rate": lr_value}, cache_dir)
     entry = state.prepare_data(first)
     base = state.base_model(first, entry, device, prec)
-    facts = {b: batch_facts(entry.data, cfg(ranks[0], b)) for b in batches}
+    return _Loaded(spec, cache_dir, ranks, batches, lr_value, device, prec, entry, base)
+
+
+def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
+    """Probe the smallest and largest rank x batch size of the search space."""
+    t_start = time.perf_counter()
+    ld = _load(spec, cache_dir)
+    ranks, batches, device, base, cfg = ld.ranks, ld.batches, ld.device, ld.base, ld.cfg
+    first = cfg(ranks[0], batches[0])
+    facts = {b: batch_facts(ld.entry.data, cfg(ranks[0], b)) for b in batches}
     points: list[ProbePoint] = []
     setups: list[float] = []
     corners = [(r, b) for r in sorted({ranks[0], ranks[-1]}) for b in sorted({batches[0], batches[-1]})]
@@ -178,10 +207,10 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     # corner, so the lazily made buffers the widest shapes need stay out of the measured points too
     # (on the smallest, a fresh process's first `run` of a tiny spec predicted 12.3 MB for a trial
     # that measured 1.8; on the largest, 1.6 for 1.5).
-    _probe(base, entry, cfg(*corners[-1]), device, prec)
+    ld.probe(cfg(*corners[-1]))
     eval_costs: list[float] = []
     for r, b in corners:
-        point, setup, eval_cost = _probe(base, entry, cfg(r, b), device, prec)
+        point, setup, eval_cost = ld.probe(cfg(r, b))
         points.append(point)
         setups.append(setup)
         eval_costs.append(eval_cost)
@@ -189,25 +218,15 @@ def calibrate(spec: StudySpec, cache_dir: str | None = None) -> Calibration:
     if spec.memory.gradient_checkpointing == "auto":  # the same largest-rank corners, recomputed
         for r, b in corners:
             if r == corners[-1][0]:
-                c = trial_config(
-                    spec, {"rank": r, "batch_size": b, "learning_rate": lr_value}, cache_dir, checkpointing=True
-                )
-                checkpointed.append(_probe(base, entry, c, device, prec)[0])
+                checkpointed.append(ld.probe(cfg(r, b, checkpointing=True))[0])
     lo, hi = points[0], points[-1]
     per_rank, head = _params_line(lo.rank, lo.trainable, hi.rank, hi.trainable)
     variants = {}
     for params in searched_variants(spec):
         # the largest rank at both batch ends, as the checkpointed points; the trainable count at
         # the smallest rank too (adapters added and removed, no step), for this variant's state(r)
-        c_lo = trial_config(
-            spec, {"rank": ranks[0], "batch_size": batches[0], "learning_rate": lr_value, **params}, cache_dir
-        )
-        vpoints = [
-            _probe(base, entry, trial_config(spec, {"rank": r, "batch_size": b, "learning_rate": lr_value, **params},
-                                             cache_dir), device, prec)[0]
-            for r, b in corners
-            if r == corners[-1][0]
-        ]  # fmt: skip
+        c_lo = cfg(ranks[0], batches[0], params)
+        vpoints = [ld.probe(cfg(r, b, params))[0] for r, b in corners if r == corners[-1][0]]
         v_per_rank, v_head = _params_line(ranks[0], _trainable(base, c_lo), vpoints[0].rank, vpoints[0].trainable)
         variants[variant_key(c_lo.model.target_modules, c_lo.use_dora)] = VariantProbe(vpoints, v_per_rank, v_head)
     total = device_memory_mb(device.type)
@@ -234,23 +253,12 @@ def largest_peaks_mb(spec: StudySpec, cache_dir: str | None = None) -> list[floa
     size of each adapter variant of the search space: one mini-trial each, the first ``calibrate``
     would run, on the trial's own widest batch. The first in a process carries the allocator's
     first-use buffers (``calibrate``'s throw-away pass), which only overstates it."""
-    steps.apply_thread_limit()
-    ranks, batches = space_values(spec, "rank"), space_values(spec, "batch_size")
-    lr = spec.search.learning_rate
-    lr_value = float(lr.choices[0]) if lr.choices is not None else float(lr.low or 1e-4)
-    device = pick_device()
-    prec = pick_precision(spec.precision, device)
-    first = trial_config(spec, {"rank": ranks[0], "batch_size": batches[0], "learning_rate": lr_value}, cache_dir)
-    entry = state.prepare_data(first)
-    base = state.base_model(first, entry, device, prec)
+    ld = _load(spec, cache_dir)
     peaks = []
     for params in [{}, *searched_variants(spec)]:
-        c = trial_config(
-            spec, {"rank": ranks[-1], "batch_size": batches[-1], "learning_rate": lr_value, **params}, cache_dir
-        )
         # two steps: the optimizer's state exists from the first step's end, so the second peaks
         # with it; the timed steps after them only matter to the full probe's step time
-        point = _probe(base, entry, c, device, prec, n_steps=2)[0]
+        point = ld.probe(ld.cfg(ld.ranks[-1], ld.batches[-1], params), n_steps=2)[0]
         peaks.append(max(point.peak_mb, point.eval_peak_mb or 0.0))
     return peaks
 

@@ -54,7 +54,9 @@ def test_trials_cached_and_contains(tmp_path: Path) -> None:
     assert optuna_private.contains(choices, 8) and not optuna_private.contains(choices, 16)
 
 
-def test_one_database_sync_per_ask_and_another_process_trials_seen(tmp_path: Path) -> None:
+def test_one_database_sync_per_ask_and_another_process_trials_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A sampler that reads the study's trials through ``trials_cached`` adds no database read to
     the one Optuna's ask makes to pop a waiting trial; it still sees a trial another process
     (here: another Study on the same database) finished before the ask, and this ask's own."""
@@ -79,11 +81,8 @@ def test_one_database_sync_per_ask_and_another_process_trials_seen(tmp_path: Pat
         reads += 1
         return real(self, *a, **k)  # type: ignore[arg-type]
 
-    RDBStorage._get_trials = counted  # type: ignore[method-assign,assignment]
-    try:
-        study.ask()
-    finally:
-        RDBStorage._get_trials = real  # type: ignore[method-assign]
+    monkeypatch.setattr(RDBStorage, "_get_trials", counted)
+    study.ask()
     assert reads == 1  # the waiting-trial pop's; the sampler's view came from its cache
     assert seen[-1] == [0, 1, 2]
 
