@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +58,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args()
     import scaling
-    from slot_counts_cost import one_study
+    from slot_counts_cost import paired_rounds, paired_summary
 
     from autotune import optuna_private
 
     now = optuna_private.trials_cached
-    variants = {"two_syncs": two_syncs, "one_sync": now}
+
+    def use(fn: Any) -> Callable[[], None]:
+        return lambda: setattr(optuna_private, "trials_cached", fn)
+
+    variants = {"two_syncs": use(two_syncs), "one_sync": use(now)}
     out: dict[str, Any] = {"command": " ".join(["python bench/sampler_sync_cost.py", *sys.argv[1:]]),
                            "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,23 +75,12 @@ def main() -> None:
         urls = {"sqlite": f"sqlite:///{tmp}/cost.db", **({"postgres": pg} if pg else {})}
         try:
             for backend, url in urls.items():
-                one_study(url, 3)  # warm-up: imports, the sampler, the first connections
-                ms: dict[str, list[float]] = {v: [] for v in variants}
-                statements: dict[str, float] = {}
-                for _ in range(args.rounds):
-                    for v, fn in variants.items():
-                        optuna_private.trials_cached = fn
-                        ms[v].append(one_study(url, args.trials))
-                for v, fn in variants.items():
-                    optuna_private.trials_cached = fn
+                r = paired_summary(paired_rounds(url, variants, args.rounds, args.trials), "two_syncs", "one_sync")
+                statements = {}
+                for v, install in variants.items():
+                    install()
                     statements[v] = statements_per_trial(url, args.trials)
-                optuna_private.trials_cached = now
-                med = {v: statistics.median(xs) for v, xs in ms.items()}
-                pairs = [b / a for a, b in zip(ms["two_syncs"], ms["one_sync"], strict=True)]
-                out["ms_per_trial"][backend] = {
-                    "runs": ms, "median": med, "median_paired_ratio": statistics.median(pairs),
-                    "pairs_one_sync_faster": sum(r < 1 for r in pairs), "statements_per_trial": statements,
-                }  # fmt: skip
+                out["ms_per_trial"][backend] = {**r, "statements_per_trial": statements}
         finally:
             optuna_private.trials_cached = now
             if pg:

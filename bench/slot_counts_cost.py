@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,28 @@ def one_study(url: str, n: int) -> float:
     return 1000 * wall / ran
 
 
+def paired_rounds(
+    url: str, variants: dict[str, Callable[[], None]], rounds: int, trials: int
+) -> dict[str, list[float]]:
+    """ms per trial of each variant, A B A B (this VM drifts between rounds: PostgreSQL 65-105 ms,
+    so pairs taken side by side resist it); ``variants`` maps a name to what swaps it in. The
+    before/after benches (this one, sampler_sync_cost.py) share it."""
+    one_study(url, 3)  # warm-up: imports, the sampler, the first connections
+    ms: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v, install in variants.items():
+            install()
+            ms[v].append(one_study(url, trials))
+    return ms
+
+
+def paired_summary(ms: dict[str, list[float]], old: str, new: str) -> dict[str, Any]:
+    pairs = [b / a for a, b in zip(ms[old], ms[new], strict=True)]
+    med = {v: statistics.median(xs) for v, xs in ms.items()}
+    return {"runs": ms, "median": med, "median_paired_ratio": statistics.median(pairs),
+            f"pairs_{new}_faster": sum(r < 1 for r in pairs)}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=40)
@@ -80,30 +103,23 @@ def main() -> None:
     from autotune.storage.retry import retried
 
     now = claims.slots_taken
-    variants = {"five_counts": retried(five_counts), "one_query": now}
+
+    def use(fn: Any) -> Callable[[], None]:
+        return lambda: setattr(claims, "slots_taken", fn)
+
+    variants = {"five_counts": use(retried(five_counts)), "one_query": use(now)}
     out: dict[str, Any] = {"trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}
     with tempfile.TemporaryDirectory() as tmp:
         pg = scaling._pg_url()
         urls = {"sqlite": f"sqlite:///{tmp}/cost.db", **({"postgres": pg} if pg else {})}
         try:
             for backend, url in urls.items():
-                one_study(url, 3)  # warm-up: imports, the sampler, the first connections
-                ms: dict[str, list[float]] = {v: [] for v in variants}
-                for _ in range(args.rounds):
-                    for v, fn in variants.items():
-                        claims.slots_taken = fn  # type: ignore[assignment]
-                        ms[v].append(one_study(url, args.trials))
-                claims.slots_taken = now  # type: ignore[assignment]
-                med = {v: statistics.median(xs) for v, xs in ms.items()}
-                ratio = med["one_query"] / med["five_counts"]
-                # the machine drifts between rounds (PostgreSQL: 65-105 ms): pairs, A then B, resist it
-                pairs = [b / a for a, b in zip(ms["five_counts"], ms["one_query"], strict=True)]
-                out["ms_per_trial"][backend] = {
-                    "runs": ms, "median": med, "ratio_one_query_to_five": ratio,
-                    "median_paired_ratio": statistics.median(pairs),
-                    "pairs_one_query_faster": sum(r < 1 for r in pairs),
-                }  # fmt: skip
+                ms = paired_rounds(url, variants, args.rounds, args.trials)
+                r = paired_summary(ms, "five_counts", "one_query")
+                r["ratio_one_query_to_five"] = r["median"]["one_query"] / r["median"]["five_counts"]
+                out["ms_per_trial"][backend] = r
         finally:
+            claims.slots_taken = now  # type: ignore[assignment]
             if pg:
                 scaling._drop_pg(pg)
     (HERE / "results" / "slot_counts_cost.json").write_text(json.dumps(out, indent=2) + "\n")
