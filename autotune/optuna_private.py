@@ -7,7 +7,10 @@ them breaks here, loudly, and in ``tests/unit/test_optuna_private.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import copy
+import threading
+from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
 
 import optuna
@@ -55,7 +58,147 @@ def trials_cached(study: optuna.Study, states: Sequence[TrialState]) -> list[Fro
             cache = storage._studies.get(study._study_id)
             if cache is not None:  # None: no sync in this process yet; Optuna's read below makes one
                 local.cached_all_trials = sorted(cache.trials.values(), key=lambda t: t.number)
-    return study._get_trials(deepcopy=False, states=tuple(states), use_cache=True)
+    # the class's method: serve_sampling_from_last_sync may stand in for the instance's
+    return optuna.Study._get_trials(study, deepcopy=False, states=tuple(states), use_cache=True)
+
+
+def read_own_trials_locally(study: optuna.Study) -> None:
+    """Optuna reads the whole trial back from the database twice per trial of this process: in
+    ``Trial.__init__``, right after the ask created it, and at the start of the tell, right after
+    the objective returned. Each read is six statements on PostgreSQL (the trial and five tables of
+    its attributes; ``bench/own_trial_reads_cost.py``). Both are served here from what this process
+    already holds: the new trial as ``_CachedStorage`` cached it when it was inserted, and at the
+    tell the objective's own ``Trial`` view (its params, reports and user attributes, all written
+    through it).
+
+    Each local answer is given once per trial (the tell that follows a failed tell reads the
+    database again), and only for a trial created here (a waiting trial popped from the queue is
+    read as before: its attributes were written by another process). What the local view cannot
+    know, a reaper having failed the trial meanwhile, the tell's write still refuses: Optuna's
+    ``set_trial_state_values`` checks the stored state under a row lock and raises
+    ``UpdateFinishedTrialError`` (``is_late_tell``)."""
+    storage = study._storage
+    if not isinstance(storage, optuna.storages._CachedStorage):
+        return
+    create, read = storage.create_new_trial, storage.get_trial
+    lock = threading.Lock()
+    created: set[int] = set()
+    live: dict[int, optuna.Trial] = {}
+
+    def create_new_trial(study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        trial_id = create(study_id, template_trial)
+        if template_trial is None:  # a template's attributes come from elsewhere: read them back
+            with lock:
+                created.add(trial_id)
+        return trial_id
+
+    def get_trial(trial_id: int) -> FrozenTrial:
+        with lock:
+            fresh = trial_id in created
+            created.discard(trial_id)
+            own = live.pop(trial_id, None)
+        if own is not None:
+            return copy.deepcopy(own._cached_frozen_trial)
+        if fresh:
+            with storage._lock:
+                where = storage._trial_id_to_study_id_and_number.get(trial_id)
+                cached = None if where is None else storage._studies[where[0]].trials.get(where[1])
+            if cached is not None:
+                return copy.deepcopy(cached)
+        return read(trial_id)
+
+    def hold(trial: optuna.Trial) -> None:
+        with lock:
+            live[trial._trial_id] = trial
+
+    storage.create_new_trial = create_new_trial  # type: ignore[method-assign]
+    storage.get_trial = get_trial  # type: ignore[method-assign]
+    study._autotune_hold = hold  # type: ignore[attr-defined]
+
+
+def tell_from_own_view(trial: optuna.Trial) -> None:
+    """The coming tell of ``trial`` reads it from ``trial`` itself (``read_own_trials_locally``);
+    a no-op on a study without it. Call it from the objective, before the trial's outcome."""
+    hold = getattr(trial.study, "_autotune_hold", None)
+    if hold is not None:
+        hold(trial)
+
+
+@contextlib.contextmanager
+def sampling_from_last_sync(study: optuna.Study) -> Iterator[None]:
+    """While this thread draws a trial's params, every read of the study's trials (the sampler's,
+    TPE's own with ``constant_liar``, which asks Optuna for a fresh database sync each time) is
+    served from the sync Optuna's ask made milliseconds before, as ``trials_cached`` does for ours.
+    On PostgreSQL such a sync is seven statements (``bench/own_trial_reads_cost.py``). Only the
+    params are drawn in here: the pruner's reads during training still see the database."""
+    local = study._thread_local
+    before = getattr(local, "autotune_sampling", False)
+    local.autotune_sampling = True
+    try:
+        yield
+    finally:
+        local.autotune_sampling = before
+
+
+def serve_sampling_from_last_sync(study: optuna.Study) -> None:
+    """Install what ``sampling_from_last_sync`` switches on, once per study object."""
+    real = study._get_trials
+
+    def _get_trials(
+        deepcopy: bool = True, states: Container[TrialState] | None = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        if not getattr(study._thread_local, "autotune_sampling", False):
+            return real(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        trials = trials_cached(study, [s for s in TrialState if states is None or s in states])
+        return copy.deepcopy(trials) if deepcopy else trials
+
+    study._get_trials = _get_trials  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def params_in_one_write(trial: optuna.Trial) -> Iterator[None]:
+    """The params ``trial`` is asked for inside this are stored together, in one transaction as it
+    ends, instead of one transaction each (Optuna's ``set_trial_param``: the trial read, the
+    insert and a commit, per param; ``bench/own_trial_reads_cost.py``). Optuna's own checks run
+    on each, as before (the trial still running, the distribution the study's); if the block
+    raises, nothing is stored. Only on Optuna's RDB storage behind its cache; elsewhere a no-op."""
+    storage = trial.storage
+    if not isinstance(storage, optuna.storages._CachedStorage):
+        yield
+        return
+    pending: list[tuple[str, float, BaseDistribution]] = []
+    trial.storage = _ParamBuffer(storage, pending)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        trial.storage = storage
+    if not pending:
+        return
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    backend = storage._backend
+    with storage._lock:
+        study_id, _ = storage._trial_id_to_study_id_and_number[trial._trial_id]
+        known = storage._studies[study_id].param_distribution
+        with _create_scoped_session(backend.scoped_session, True) as session:
+            for name, value, dist in pending:
+                backend._set_trial_param_without_commit(session, trial._trial_id, name, value, dist, known.get(name))
+        for name, _, dist in pending:
+            known.setdefault(name, dist)
+
+
+class _ParamBuffer:
+    """``Trial.storage`` inside ``params_in_one_write``: keeps the params, passes the rest on."""
+
+    def __init__(self, storage: Any, pending: list[tuple[str, float, BaseDistribution]]) -> None:
+        self._storage = storage
+        self._pending = pending
+
+    def set_trial_param(self, trial_id: int, name: str, value: float, dist: BaseDistribution) -> None:
+        self._pending.append((name, value, dist))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
 
 
 def contains(dist: BaseDistribution, value: Any) -> bool:

@@ -198,7 +198,10 @@ class _Loop:
     def objective(self, trial: optuna.Trial) -> float:
         """The objective, remembering what it tells Optuna (``told``): if the database goes away
         during Optuna's own tell, the loop tells it again once the database is back. A database
-        that stayed away past the limit (``gave_up``) ends the run, whatever Optuna does with it."""
+        that stayed away past the limit (``gave_up``) ends the run, whatever Optuna does with it.
+        Optuna's tell, which follows, reads the trial from ``trial`` (optuna_private
+        ``read_own_trials_locally``): held only now, as reads during the trial must see the
+        database (the grid sampler's ``grid_id``, written around the Trial)."""
         try:
             value = self._objective(trial)
         except DatabaseUnavailable as err:
@@ -210,11 +213,14 @@ class _Loop:
         except TrialFailed:
             self.told = (trial.number, optuna.trial.TrialState.FAIL, None)
             raise
+        finally:
+            optuna_private.tell_from_own_view(trial)
         self.told = (trial.number, optuna.trial.TrialState.COMPLETE, value)
         return value
 
     def _objective(self, trial: optuna.Trial) -> float:
-        params = suggest(trial, self.spec)
+        with optuna_private.sampling_from_last_sync(self.study), optuna_private.params_in_one_write(trial):
+            params = suggest(trial, self.spec)
         retry_of = trial.user_attrs.get(recovery.RETRY_ATTR)
         confirm_of = trial.user_attrs.get(recovery.CONFIRM_ATTR)
         train_seed = trial.user_attrs.get(recovery.SEED_ATTR)

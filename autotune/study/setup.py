@@ -72,7 +72,7 @@ def _open_study(
         optuna_private.no_stale_trials_after_outage(
             storage, GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S, retry.since_outage_s
         )
-        return optuna.create_study(
+        study = optuna.create_study(
             study_name=study_name,
             storage=storage,
             sampler=make_sampler(spec, seed, sampler),
@@ -80,6 +80,11 @@ def _open_study(
             direction="minimize",
             load_if_exists=True,
         )
+        # Optuna's per-trial reads of what this process already holds are answered here
+        # (twelve statements a trial on PostgreSQL, more with TPE; bench/own_trial_reads_cost.py).
+        optuna_private.read_own_trials_locally(study)
+        optuna_private.serve_sampling_from_last_sync(study)
+        return study
 
 
 def save_spec(store: Store, spec: StudySpec, name: str, labels: list[str] | None) -> None:

@@ -129,3 +129,140 @@ def test_the_heartbeat_schema_autotune_studies_reads() -> None:
     assert {"trial_id", "number", "study_id"} <= set(models.TrialModel.__table__.columns.keys())
     assert models.TrialModel.__tablename__ == "trials" and models.StudyModel.__tablename__ == "studies"
     assert {"study_id", "study_name"} <= set(models.StudyModel.__table__.columns.keys())
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Calls of RDBStorage.``name`` from now on (their count is the list's length)."""
+    from optuna.storages._rdb.storage import RDBStorage
+
+    calls: list[int] = []
+    real = getattr(RDBStorage, name)
+
+    def spy(self: RDBStorage, *a: object, **k: object) -> object:
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(RDBStorage, name, spy)
+    return calls
+
+
+class _Seen(optuna.samplers.RandomSampler):
+    """Records the frozen trial Optuna hands the sampler at the tell."""
+
+    told: optuna.trial.FrozenTrial | None = None
+
+    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial, state: object, values: object) -> None:
+        self.told = trial
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_own_trial_reads_come_from_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither Trial.__init__ nor the tell reads the trial back from the database; the tell still
+    gets what the objective wrote through the Trial, and the database holds all of it."""
+    sampler = _Seen(seed=0)
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(storage=url, study_name="p", sampler=sampler)
+    optuna_private.read_own_trials_locally(study)
+    reads = _counting(monkeypatch, "get_trial")
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_float("x", 0.0, 1.0)
+        trial.report(0.5, 1)
+        trial.set_user_attr("k", "v")
+        optuna_private.tell_from_own_view(trial)
+        return x
+
+    verbosity = optuna.logging.get_verbosity()
+    # as the driver sets it (study/setup.py): at INFO, Optuna logs "Best is trial", a read
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study.optimize(objective, n_trials=2)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    assert reads == []
+    told = sampler.told
+    assert told is not None and told.number == 1
+    assert told.intermediate_values == {1: 0.5} and told.user_attrs == {"k": "v"} and "x" in told.params
+    stored = optuna.load_study(study_name="p", storage=url).trials
+    assert [t.state for t in stored] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert stored[1].params == told.params and stored[1].intermediate_values == {1: 0.5}
+    assert stored[1].user_attrs == {"k": "v"} and stored[1].value == told.params["x"]
+
+
+def test_a_trial_failed_elsewhere_is_still_a_late_tell(tmp_path: Path) -> None:
+    """The tell's local view says RUNNING; a reaper in another process failed the trial
+    meanwhile: Optuna's write refuses, the driver sees a late tell, the stored state stays FAIL."""
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(storage=url, study_name="p")
+    optuna_private.read_own_trials_locally(study)
+    reaper = optuna.load_study(study_name="p", storage=url)
+
+    def objective(trial: optuna.Trial) -> float:
+        optuna_private.fail_if_running(reaper, optuna_private.frozen_trial(reaper, trial.number))
+        optuna_private.tell_from_own_view(trial)
+        return 1.0
+
+    with pytest.raises(Exception) as err:
+        study.optimize(objective, n_trials=1)
+    assert optuna_private.is_late_tell(optuna_private.unmask(err.value)), repr(err.value)
+    assert optuna_private.frozen_trial(reaper, 0).state == optuna.trial.TrialState.FAIL
+
+
+def test_a_waiting_trial_is_read_from_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trial queued by another process (a retry, a confirmation run) carries attributes written
+    there: its Trial is built from the database, as before."""
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(storage=url, study_name="p")
+    optuna_private.read_own_trials_locally(study)
+    optuna.load_study(study_name="p", storage=url).enqueue_trial({"x": 0.25}, user_attrs={"retry_of": 3})
+    reads = _counting(monkeypatch, "get_trial")
+    trial = study.ask()
+    assert reads == [1]
+    assert trial.user_attrs == {"retry_of": 3} and trial.suggest_float("x", 0.0, 1.0) == 0.25
+
+
+def test_sampling_reads_the_asks_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While params are drawn, TPE's constant-liar read (a fresh sync each time in Optuna) comes
+    from the ask's own sync, which still holds another process's running trial; outside, a read
+    syncs with the database again."""
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    sampler = optuna.samplers.TPESampler(seed=0, constant_liar=True, n_startup_trials=2)
+    study = optuna.create_study(storage=url, study_name="p", sampler=sampler)
+    optuna_private.serve_sampling_from_last_sync(study)
+    for _ in range(3):
+        t = study.ask()
+        study.tell(t, t.suggest_float("x", 0.0, 1.0))
+    other = optuna.load_study(study_name="p", storage=url)
+    running_elsewhere = other.ask()
+    running_elsewhere.suggest_float("x", 0.0, 1.0)
+    syncs = _counting(monkeypatch, "_get_trials")
+    trial = study.ask()
+    with optuna_private.sampling_from_last_sync(study):
+        trial.suggest_float("x", 0.0, 1.0)  # TPE samples here: 3 finished trials, past start-up
+        seen = study._get_trials(deepcopy=False, states=None, use_cache=False)
+    assert syncs == [1]  # the ask's pop; TPE's own read came from it
+    assert running_elsewhere.number in {t.number for t in seen}
+    study._get_trials(deepcopy=False, states=None, use_cache=False)
+    assert syncs == [1, 1]
+
+
+def test_params_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three params, one transaction: stored as suggested; a param whose distribution clashes
+    with the study's is refused at the write, with none of the trial's params stored."""
+    url = f"sqlite:///{tmp_path / 'o.db'}"
+    study = optuna.create_study(storage=url, study_name="p")
+    t = study.ask()
+    t.suggest_float("c", 0.0, 1.0)
+    study.tell(t, 1.0)
+    singles = _counting(monkeypatch, "_set_trial_param")
+    trial = study.ask()
+    with optuna_private.params_in_one_write(trial):
+        got = {"a": trial.suggest_int("a", 1, 8), "b": trial.suggest_categorical("b", ["x", "y"])}
+        got["c"] = trial.suggest_float("c", 0.0, 1.0)
+    assert singles == []
+    assert optuna_private.frozen_trial(study, 1).params == got == trial.params
+    clash = study.ask()
+    with pytest.raises(ValueError), optuna_private.params_in_one_write(clash):
+        clash.suggest_int("a", 1, 8)
+        clash.suggest_categorical("c", ["x", "y"])  # "c" is a float in this study
+    assert optuna_private.frozen_trial(study, 2).params == {}
