@@ -1,6 +1,6 @@
 """The driver's and storage's cost per trial with Optuna's own reads and writes of this process's
-trial (as it was) and with them answered locally (as it is), side by side, A B C A B C, on SQLite
-and PostgreSQL. Three variants:
+trial (as it was) and with them answered locally (as it is), side by side, A B C D A B C D, on
+SQLite and PostgreSQL. Four variants, each adding one change to the one before:
 
 - ``optuna``: Optuna's calls as they are. ``Trial.__init__`` and the tell each read the whole trial
   back from the database (six statements on PostgreSQL); TPE with ``constant_liar`` asks for a
@@ -9,6 +9,8 @@ and PostgreSQL. Three variants:
   its insert filled, the tell's from the objective's own ``Trial``) and
   ``serve_sampling_from_last_sync`` (the sampler's reads from the ask's sync).
 - ``local_reads_one_param_write``: also ``params_in_one_write`` (the params in one transaction).
+- ``stale_check_per_interval``: also ``stale_trials_check`` reading the database once per heartbeat
+  interval rather than before every ask (two statements); the package as it is.
 
 The same sleep-free stand-in trial and driver as bench/slot_counts_cost.py (Optuna's TPE and
 RDBStorage, heartbeats, the study lock, our tables, the default confirmation phase). ms per trial =
@@ -17,8 +19,9 @@ SQL statements and the commits per trial of each variant, in one more study each
 timed ones (the counting listener costs time).
 
 Writes bench/results/own_trial_reads_cost.json and ends with one line per backend:
-``own_trial_reads_cost postgres_ms_per_trial optuna=X local_reads=Y one_param_write=Z paired=P
-faster_in=K/N statements=A->B->C`` (paired: the last variant over the first).
+``own_trial_reads_cost postgres_ms_per_trial optuna=W local_reads=X one_param_write=Y
+stale_check_per_interval=Z paired=P faster_in=K/N statements=A->B->C->D`` (paired: the last
+variant over the first).
 
 Run on an idle machine: python bench/own_trial_reads_cost.py [--trials 40] [--rounds 8]
 """
@@ -78,19 +81,24 @@ def main() -> None:
     from autotune import optuna_private
 
     real = (optuna_private.read_own_trials_locally, optuna_private.serve_sampling_from_last_sync,
-            optuna_private.params_in_one_write)  # fmt: skip
+            optuna_private.params_in_one_write, optuna_private.stale_trials_check)  # fmt: skip
 
-    def use(reads: bool, one_write: bool) -> Callable[[], None]:
+    def every_ask(storage: Any, grace_s: float, every_s: float, since: Any) -> None:
+        real[3](storage, grace_s, 0.0, since)
+
+    def use(reads: bool, one_write: bool, per_interval: bool) -> Callable[[], None]:
         def install() -> None:
             off = lambda study: None  # noqa: E731
             optuna_private.read_own_trials_locally = real[0] if reads else off
             optuna_private.serve_sampling_from_last_sync = real[1] if reads else off
             optuna_private.params_in_one_write = real[2] if one_write else _no_batch  # type: ignore[assignment]
+            optuna_private.stale_trials_check = real[3] if per_interval else every_ask  # type: ignore[assignment]
 
         return install
 
-    variants = {"optuna": use(False, False), "local_reads": use(True, False),
-                "local_reads_one_param_write": use(True, True)}  # fmt: skip
+    variants = {"optuna": use(False, False, False), "local_reads": use(True, False, False),
+                "local_reads_one_param_write": use(True, True, False),
+                "stale_check_per_interval": use(True, True, True)}  # fmt: skip
     out: dict[str, Any] = {"command": " ".join(["python bench/own_trial_reads_cost.py", *sys.argv[1:]]),
                            "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,16 +107,16 @@ def main() -> None:
         try:
             for backend, url in urls.items():
                 ms = paired_rounds(url, variants, args.rounds, args.trials)
-                r = paired_summary(ms, "optuna", "local_reads_one_param_write")
-                reads_only = paired_summary(ms, "optuna", "local_reads")
-                r["median_paired_ratio_local_reads"] = reads_only["median_paired_ratio"]
+                r = paired_summary(ms, "optuna", "stale_check_per_interval")
+                for v in ("local_reads", "local_reads_one_param_write"):
+                    r[f"median_paired_ratio_{v}"] = paired_summary(ms, "optuna", v)["median_paired_ratio"]
                 per_trial = {}
                 for v, install in variants.items():
                     install()
                     per_trial[v] = counted(url, args.trials)
                 out["ms_per_trial"][backend] = {**r, "per_trial": per_trial}
         finally:
-            use(True, True)()
+            use(True, True, True)()
             if pg:
                 scaling._drop_pg(pg)
     (HERE / "results" / "own_trial_reads_cost.json").write_text(json.dumps(out, indent=2) + "\n")
@@ -116,8 +124,9 @@ def main() -> None:
         m, st = r["median"], [f"{c['statements']:.1f}" for c in r["per_trial"].values()]
         print(f"own_trial_reads_cost {backend}_ms_per_trial optuna={m['optuna']:.1f} "
               f"local_reads={m['local_reads']:.1f} one_param_write={m['local_reads_one_param_write']:.1f} "
+              f"stale_check_per_interval={m['stale_check_per_interval']:.1f} "
               f"paired={r['median_paired_ratio']:.3f} "
-              f"faster_in={r['pairs_local_reads_one_param_write_faster']}/{args.rounds} "
+              f"faster_in={r['pairs_stale_check_per_interval_faster']}/{args.rounds} "
               f"statements={'->'.join(st)}")  # fmt: skip
 
 

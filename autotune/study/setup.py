@@ -66,11 +66,12 @@ def _open_study(
             # took Optuna alone from 104 to 69 ms per trial (bench/scaling.py notes).
             event.listen(storage.engine, "connect", sqlite_pragmas)
             storage.engine.dispose()
-        # Optuna's calls (ask, tell, heartbeats) wait for a database that is away, as ours do; and
-        # right after it is back, no trial is failed as stale for a heartbeat the outage ate.
+        # Optuna's calls (ask, tell, heartbeats) wait for a database that is away, as ours do;
+        # right after it is back, no trial is failed as stale for a heartbeat the outage ate; and
+        # the stale check reads the database once per heartbeat interval, not once per trial.
         retry.wait_for_connections(storage.engine)
-        optuna_private.no_stale_trials_after_outage(
-            storage, GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S, retry.since_outage_s
+        optuna_private.stale_trials_check(
+            storage, GRACE_PERIOD_S + HEARTBEAT_INTERVAL_S, HEARTBEAT_INTERVAL_S, retry.since_outage_s
         )
         study = optuna.create_study(
             study_name=study_name,

@@ -111,13 +111,31 @@ def test_no_stale_trials_right_after_an_outage(tmp_path: Path) -> None:
     trial = study.ask()
     storage.record_heartbeat(trial._trial_id)  # what optimize's heartbeat thread does
     seen = {"since": 0.0}
-    optuna_private.no_stale_trials_after_outage(storage, 60.0, lambda: seen["since"])
+    optuna_private.stale_trials_check(storage, 60.0, 0.0, lambda: seen["since"])
     import time
 
     time.sleep(2.2)  # past the grace period with no heartbeat
     assert storage._get_stale_trial_ids(study._study_id) == []  # the database was just back
     seen["since"] = 120.0
     assert storage._get_stale_trial_ids(study._study_id) == [trial._trial_id]
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_the_stale_check_reads_once_per_heartbeat_interval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Optuna checks for stale trials before every ask; the database is read once per interval
+    (a trial turns stale on the heartbeat's clock), and a stale trial is still found then."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'h.db'}", heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(storage=storage, study_name="h")
+    trial = study.ask()
+    storage.record_heartbeat(trial._trial_id)
+    reads = _counting(monkeypatch, "_get_stale_trial_ids")
+    optuna_private.stale_trials_check(storage, 0.0, 0.5, lambda: 120.0)
+    import time
+
+    assert storage._get_stale_trial_ids(study._study_id) == [] and len(reads) == 1  # beating
+    time.sleep(2.2)  # the worker died: no heartbeat past the grace period
+    assert [storage._get_stale_trial_ids(study._study_id) for _ in range(3)] == [[trial._trial_id], [], []]
+    assert len(reads) == 2  # one read for the three checks within the interval
 
 
 def test_the_heartbeat_schema_autotune_studies_reads() -> None:
