@@ -32,7 +32,6 @@ import argparse
 import contextlib
 import json
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,8 +74,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
-    import scaling
-    from slot_counts_cost import paired_rounds, paired_summary
+    from slot_counts_cost import backends, paired_rounds, paired_summary
 
     from autotune import optuna_private
 
@@ -101,10 +99,8 @@ def main() -> None:
                 "stale_check_per_interval": use(True, True, True)}  # fmt: skip
     out: dict[str, Any] = {"command": " ".join(["python bench/own_trial_reads_cost.py", *sys.argv[1:]]),
                            "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        pg = scaling._pg_url()
-        urls = {"sqlite": f"sqlite:///{tmp}/cost.db", **({"postgres": pg} if pg else {})}
-        try:
+    try:
+        with backends() as urls:
             for backend, url in urls.items():
                 ms = paired_rounds(url, variants, args.rounds, args.trials)
                 r = paired_summary(ms, "optuna", "stale_check_per_interval")
@@ -115,10 +111,8 @@ def main() -> None:
                     install()
                     per_trial[v] = counted(url, args.trials)
                 out["ms_per_trial"][backend] = {**r, "per_trial": per_trial}
-        finally:
-            use(True, True, True)()
-            if pg:
-                scaling._drop_pg(pg)
+    finally:
+        use(True, True, True)()
     (HERE / "results" / "own_trial_reads_cost.json").write_text(json.dumps(out, indent=2) + "\n")
     for backend, r in out["ms_per_trial"].items():
         m, st = r["median"], [f"{c['statements']:.1f}" for c in r["per_trial"].values()]

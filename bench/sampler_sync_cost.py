@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,12 @@ sys.path.insert(0, str(HERE))
 
 
 def two_syncs(study: Any, states: Any) -> Any:
-    """optuna_private.trials_cached before this change: Optuna's own cached read, which syncs."""
-    return study._get_trials(deepcopy=False, states=tuple(states), use_cache=True)
+    """optuna_private.trials_cached before this change: Optuna's own cached read, which syncs (the
+    class's method: optuna_private.serve_sampling_from_last_sync stands in for the instance's and
+    calls trials_cached, so the instance's would recurse)."""
+    import optuna
+
+    return optuna.Study._get_trials(study, deepcopy=False, states=tuple(states), use_cache=True)
 
 
 def statements_per_trial(url: str, n: int) -> float:
@@ -57,8 +60,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args()
-    import scaling
-    from slot_counts_cost import paired_rounds, paired_summary
+    from slot_counts_cost import backends, paired_rounds, paired_summary
 
     from autotune import optuna_private
 
@@ -70,10 +72,8 @@ def main() -> None:
     variants = {"two_syncs": use(two_syncs), "one_sync": use(now)}
     out: dict[str, Any] = {"command": " ".join(["python bench/sampler_sync_cost.py", *sys.argv[1:]]),
                            "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp:
-        pg = scaling._pg_url()
-        urls = {"sqlite": f"sqlite:///{tmp}/cost.db", **({"postgres": pg} if pg else {})}
-        try:
+    try:
+        with backends() as urls:
             for backend, url in urls.items():
                 r = paired_summary(paired_rounds(url, variants, args.rounds, args.trials), "two_syncs", "one_sync")
                 statements = {}
@@ -81,10 +81,8 @@ def main() -> None:
                     install()
                     statements[v] = statements_per_trial(url, args.trials)
                 out["ms_per_trial"][backend] = {**r, "statements_per_trial": statements}
-        finally:
-            optuna_private.trials_cached = now
-            if pg:
-                scaling._drop_pg(pg)
+    finally:
+        optuna_private.trials_cached = now
     (HERE / "results" / "sampler_sync_cost.json").write_text(json.dumps(out, indent=2) + "\n")
     for backend, r in out["ms_per_trial"].items():
         m, st = r["median"], r["statements_per_trial"]

@@ -16,13 +16,14 @@ Run on an idle machine: python bench/slot_counts_cost.py [--trials 40] [--rounds
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,21 @@ def paired_rounds(
     return ms
 
 
+@contextlib.contextmanager
+def backends() -> Iterator[dict[str, str]]:
+    """The databases a before/after bench runs on: SQLite in a temporary folder and, where a server
+    answers, a fresh PostgreSQL database, dropped afterwards."""
+    import scaling
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pg = scaling._pg_url()
+        try:
+            yield {"sqlite": f"sqlite:///{tmp}/cost.db", **({"postgres": pg} if pg else {})}
+        finally:
+            if pg:
+                scaling._drop_pg(pg)
+
+
 def paired_summary(ms: dict[str, list[float]], old: str, new: str) -> dict[str, Any]:
     pairs = [b / a for a, b in zip(ms[old], ms[new], strict=True)]
     med = {v: statistics.median(xs) for v, xs in ms.items()}
@@ -97,7 +113,6 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    import scaling
 
     from autotune.storage import claims
     from autotune.storage.retry import retried
@@ -109,19 +124,15 @@ def main() -> None:
 
     variants = {"five_counts": use(retried(five_counts)), "one_query": use(now)}
     out: dict[str, Any] = {"trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        pg = scaling._pg_url()
-        urls = {"sqlite": f"sqlite:///{tmp}/cost.db", **({"postgres": pg} if pg else {})}
-        try:
+    try:
+        with backends() as urls:
             for backend, url in urls.items():
                 ms = paired_rounds(url, variants, args.rounds, args.trials)
                 r = paired_summary(ms, "five_counts", "one_query")
                 r["ratio_one_query_to_five"] = r["median"]["one_query"] / r["median"]["five_counts"]
                 out["ms_per_trial"][backend] = r
-        finally:
-            claims.slots_taken = now  # type: ignore[assignment]
-            if pg:
-                scaling._drop_pg(pg)
+    finally:
+        claims.slots_taken = now  # type: ignore[assignment]
     (HERE / "results" / "slot_counts_cost.json").write_text(json.dumps(out, indent=2) + "\n")
     for backend, r in out["ms_per_trial"].items():
         m = r["median"]
