@@ -120,7 +120,9 @@ def read_own_trials_locally(study: optuna.Study) -> None:
 
 def tell_from_own_view(trial: optuna.Trial) -> None:
     """The coming tell of ``trial`` reads it from ``trial`` itself (``read_own_trials_locally``);
-    a no-op on a study without it. Call it from the objective, before the trial's outcome."""
+    a no-op on a study without it. The objective calls it as it ends (``driver._Loop.objective``),
+    not before: reads during the trial must see the database (the grid sampler's ``grid_id``,
+    written around the Trial, is read back through ``get_trial``)."""
     hold = getattr(trial.study, "_autotune_hold", None)
     if hold is not None:
         hold(trial)

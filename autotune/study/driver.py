@@ -198,10 +198,7 @@ class _Loop:
     def objective(self, trial: optuna.Trial) -> float:
         """The objective, remembering what it tells Optuna (``told``): if the database goes away
         during Optuna's own tell, the loop tells it again once the database is back. A database
-        that stayed away past the limit (``gave_up``) ends the run, whatever Optuna does with it.
-        Optuna's tell, which follows, reads the trial from ``trial`` (optuna_private
-        ``read_own_trials_locally``): held only now, as reads during the trial must see the
-        database (the grid sampler's ``grid_id``, written around the Trial)."""
+        that stayed away past the limit (``gave_up``) ends the run, whatever Optuna does with it."""
         try:
             value = self._objective(trial)
         except DatabaseUnavailable as err:
@@ -221,9 +218,8 @@ class _Loop:
     def _objective(self, trial: optuna.Trial) -> float:
         with optuna_private.sampling_from_last_sync(self.study), optuna_private.params_in_one_write(trial):
             params = suggest(trial, self.spec)
-        retry_of = trial.user_attrs.get(recovery.RETRY_ATTR)
-        confirm_of = trial.user_attrs.get(recovery.CONFIRM_ATTR)
-        train_seed = trial.user_attrs.get(recovery.SEED_ATTR)
+        attrs, r = trial.user_attrs, recovery  # user_attrs: a deep copy per access
+        retry_of, confirm_of, train_seed = (attrs.get(k) for k in (r.RETRY_ATTR, r.CONFIRM_ATTR, r.SEED_ATTR))
         twin = claims.claim_trial(
             self.store,
             self.name,
@@ -245,8 +241,7 @@ class _Loop:
             return confirm_run.run(self, trial, params, int(confirm_of), int(train_seed or 0))
 
         def report(step: int, value: float) -> bool:
-            # the database away at an evaluation: the trial waits for it here (storage/retry.py)
-            # rather than being stored as crashed
+            # the database away at an evaluation: the trial waits for it (storage/retry.py), not crashed
             try:
                 self.db(lambda: trial.report(value, step), "the trial's report")
             except optuna.exceptions.UpdateFinishedTrialError:
