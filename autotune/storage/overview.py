@@ -18,7 +18,7 @@ from sqlalchemy import func, inspect, select, text
 
 from autotune.storage import claims
 from autotune.storage.retry import retried
-from autotune.storage.store import Store
+from autotune.storage.store import Store, last_activity, naive_utc
 from autotune.storage.tables import studies, trials
 
 _HEARTBEATS = text(
@@ -46,17 +46,13 @@ def overview(store: Store) -> list[dict[str, Any]]:
                 select(trials.c.state, func.count()).where(trials.c.study_name == name).group_by(trials.c.state)
             ):
                 states[str(state)] = int(n)
-            last = conn.execute(
-                select(func.max(func.coalesce(trials.c.finished_at, trials.c.started_at))).where(
-                    trials.c.study_name == name
-                )
-            ).scalar()
+            last = conn.execute(last_activity(name)).scalar()
             running = conn.execute(
                 select(trials.c.trial_number, trials.c.worker).where(
                     trials.c.study_name == name, trials.c.state == "running"
                 )
             ).all()
-            beats = {int(n): _naive(b) for n, b in conn.execute(_HEARTBEATS, {"name": name})} if has_beats else {}
+            beats = {int(n): naive_utc(b) for n, b in conn.execute(_HEARTBEATS, {"name": name})} if has_beats else {}
             live = sum(_live(r.trial_number, r.worker, beats, now) for r in running)
             spec = yaml.safe_load(s["spec_yaml"]) or {}
             out.append(
@@ -66,7 +62,7 @@ def overview(store: Store) -> list[dict[str, Any]]:
                     "model": (spec.get("model") or {}).get("name"),
                     "trials": dict(sorted(states.items())),
                     "created_at": s["created_at"],
-                    "updated_at": max(x for x in (_naive(s["updated_at"]), _naive(last)) if x is not None),
+                    "updated_at": max(x for x in (naive_utc(s["updated_at"]), naive_utc(last)) if x is not None),
                     "workers_running": live,
                 }
             )
@@ -81,15 +77,7 @@ def _db_now(conn: Any) -> dt.datetime | None:
     # the database's clock, which wrote the heartbeats (Optuna: func.current_timestamp()), as naive
     # UTC; PostgreSQL's LOCALTIMESTAMP is in the session's time zone, as the heartbeats are
     sql = "SELECT LOCALTIMESTAMP" if conn.dialect.name == "postgresql" else "SELECT CURRENT_TIMESTAMP"
-    return _naive(conn.execute(text(sql)).scalar())
-
-
-def _naive(v: Any) -> dt.datetime | None:
-    if v is None:
-        return None
-    if isinstance(v, str):
-        v = dt.datetime.fromisoformat(v)
-    return v.replace(tzinfo=None) if v.tzinfo is None else v.astimezone(dt.UTC).replace(tzinfo=None)
+    return naive_utc(conn.execute(text(sql)).scalar())
 
 
 def _live(number: int, worker: str | None, beats: dict[int, dt.datetime | None], now: dt.datetime | None) -> bool:

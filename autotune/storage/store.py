@@ -33,7 +33,23 @@ class StudyRow:
     labels: list[str] | None
     autotune_version: str
     created_at: dt.datetime
-    updated_at: dt.datetime
+    updated_at: dt.datetime  # UTC: the study's row written, or its latest trial started or finished
+
+
+def naive_utc(v: Any) -> dt.datetime | None:
+    """A stored time as naive UTC: SQLite gives naive times (and strings from an aggregate),
+    PostgreSQL aware ones."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = dt.datetime.fromisoformat(v)
+    return v.replace(tzinfo=None) if v.tzinfo is None else v.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def last_activity(name: str) -> Any:
+    """The latest start or end of the study's trials, as one SQL expression: the study's row is
+    not written per trial (every worker would update that one row, under its lock, per trial)."""
+    return select(func.max(func.coalesce(trials.c.finished_at, trials.c.started_at))).where(trials.c.study_name == name)
 
 
 class Store:
@@ -135,15 +151,17 @@ class Store:
         """The study's row, or None."""
         with self._tx(write=False) as conn:
             row = conn.execute(select(studies).where(studies.c.study_name == name)).mappings().first()
+            last = None if row is None else conn.execute(last_activity(name)).scalar()
         if row is None:
             return None
+        times = (naive_utc(row["updated_at"]), naive_utc(last))
         return StudyRow(
             row["study_name"],
             row["spec_yaml"],
             row["labels"],
             row["autotune_version"],
             row["created_at"],
-            row["updated_at"],
+            max(t for t in times if t is not None),
         )
 
     @retried
@@ -258,7 +276,6 @@ class Store:
                         for p in r.curve
                     ],
                 )
-            conn.execute(update(studies).where(studies.c.study_name == name).values(updated_at=now()))
         return True
 
     @retried

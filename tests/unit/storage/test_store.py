@@ -4,6 +4,7 @@ import pytest
 
 from autotune.errors import StorageError
 from autotune.storage import Store
+from autotune.storage.store import naive_utc
 from autotune.trial import EvalPoint, TrialResult, TrialState
 
 
@@ -50,6 +51,25 @@ def test_round_trip(any_db_url: str) -> None:
     curve = store.curve("s", 1)
     assert [(p["eval_index"], p["examples_seen"]) for p in curve] == [(1, 64), (2, 128)]
     assert store.count_finished("s") == 3
+    store.close()
+
+
+def test_a_study_was_updated_when_its_last_trial_ended(any_db_url: str) -> None:
+    """The study's row is not written per trial (every worker would update that one row); its
+    ``updated_at`` is the latest of the row's write and its trials' starts and ends."""
+    import time
+
+    store = Store.open(any_db_url, create=True)
+    store.save_study("s", "name: s\n", None)
+    created = store.require_study("s").updated_at
+    time.sleep(0.05)
+    store.trial_started("s", 0, {"rank": 4}, "host:1")
+    started = store.require_study("s").updated_at
+    time.sleep(0.05)
+    assert store.trial_finished("s", 0, _result(1.0))
+    finished = store.require_study("s").updated_at
+    assert created.tzinfo is None and created < started < finished
+    assert finished == naive_utc(max(r["finished_at"] for r in store.trials("s")))
     store.close()
 
 
