@@ -213,9 +213,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--sleep", type=float, default=0.2)
-    # This VM's speed drifts within an hour (PostgreSQL studies of one run read 48.0-56.8 ms per
-    # trial: postgres_ms_per_trial_runs in results/scaling_run1.json), so each figure is the median
-    # of R, 1 and 2 workers taken in turn, and the runs are kept.
+    # This VM's speed drifts within an hour, more between runs than within one (the *_runs lists
+    # of results/scaling*.json), so each figure is the median of R, 1 and 2 workers taken in turn,
+    # and the runs are kept.
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     n, s, reps = args.trials, args.sleep, args.repeats
