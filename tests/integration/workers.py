@@ -62,6 +62,8 @@ def running_of(url: str, study: str, pid: int) -> dict[str, Any] | None:
             if (row["worker"] or "").endswith(f":{pid}"):
                 return row
         return None
+    except StorageError:
+        return None  # the database is there, its tables not yet ("no such table")
     finally:
         store.close()
 
