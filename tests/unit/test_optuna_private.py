@@ -284,3 +284,38 @@ def test_params_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         clash.suggest_int("a", 1, 8)
         clash.suggest_categorical("c", ["x", "y"])  # "c" is a float in this study
     assert optuna_private.frozen_trial(study, 2).params == {}
+
+
+def test_the_params_write_reads_the_trial_once_and_refuses_a_finished_trial(tmp_path: Path) -> None:
+    """Optuna's per-param write reads the trial row again for each param; ours reads it once, and
+    still refuses params for a trial another process has finished meanwhile (none stored)."""
+    from sqlalchemy import event
+
+    study = _study(tmp_path)
+    t = study.ask()
+    t.suggest_float("c", 0.0, 1.0)
+    study.tell(t, 1.0)
+    reads: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "FROM trials" in statement and "WHERE trials.trial_id = " in statement:  # the trial's own row
+            reads.append(statement)
+
+    engine = study._storage._backend.engine  # type: ignore[attr-defined]
+    trial = study.ask()
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        with optuna_private.params_in_one_write(trial):
+            trial.suggest_int("a", 1, 8)
+            trial.suggest_categorical("b", ["x", "y"])
+            trial.suggest_float("c", 0.0, 1.0)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert len(reads) == 1
+    assert set(optuna_private.frozen_trial(study, 1).params) == {"a", "b", "c"}
+
+    late = study.ask()
+    optuna_private.fail_if_running(study, optuna_private.frozen_trial(study, 2))  # a reaper elsewhere
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError), optuna_private.params_in_one_write(late):
+        late.suggest_int("a", 1, 8)
+    assert optuna_private.frozen_trial(study, 2).params == {}
