@@ -24,7 +24,10 @@ against the best config measured the same way (its regret), at equal compute (is
    with the fresh training seeds 101, 102, 103; a config is trained once per seed, whatever asks.
 5. ``summary``: regret = a recommendation's mean score over the fresh seeds / the oracle's mean
    over the same seeds - 1 (accuracy: the oracle's mean minus its, in points); noise = the median
-   seed spread of the grid's top 8. Writes bench/results/e2e_<task>.json and ends with
+   seed spread of the grid's top 8. Also what these seeds can resolve: ``regret_se``, one
+   regret's standard error (the fresh seeds' pooled spread), and ``paired@0.2``, the default
+   against each other strategy and the grid's pick on the same study seeds (seeds better and
+   worse, an exact sign test). Writes bench/results/e2e_<task>.json and ends with
    ``e2e task=T default_regret@0.2=X random_asha_regret@0.2=Y grid_pick_regret=Z noise=N reached=K/5``
    (median regrets; K: the default's seeds within the noise at 0.2).
 
@@ -223,6 +226,19 @@ class Bench:
     def spread(self, key: Key, seeds: tuple[int, ...]) -> float:
         xs = [self.score(key, s) for s in seeds]
         return (max(xs) - min(xs)) / statistics.mean(xs)
+
+    def regret_se(self) -> float | None:
+        """The standard error of one regret as measured here (a config's mean over the 3 fresh
+        seeds against the oracle's): the fresh seeds' pooled relative standard deviation over every
+        config trained with all of them, times sqrt(2/3). Conservative: every config shares the
+        fresh seeds (init, data order), so their errors are partly shared and cancel in a regret."""
+        rel = []
+        for key in {k for (k, s) in self.runs if s == FRESH_SEEDS[0]}:
+            if all((key, s) in self.runs for s in FRESH_SEEDS):
+                xs = [self.score(key, s) for s in FRESH_SEEDS]
+                if all(math.isfinite(x) for x in xs):
+                    rel.append(statistics.variance(xs) / statistics.mean(xs) ** 2)
+        return math.sqrt(statistics.mean(rel) * 2 / len(FRESH_SEEDS)) if rel else None
 
     def confirmed(self, key: Key) -> dict[str, float | None]:
         rows = [self.run("confirm", key, s) for s in FRESH_SEEDS]
@@ -542,6 +558,15 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
             **{f"median_regret@{s}": statistics.median(regrets[s]) if regrets[s] else None for s in READINGS},
             **{f"within_noise@{s}": sum(r <= noise for r in regrets[s]) if regrets[s] else None for s in READINGS},
         }
+    shipped_name = shipped({"strategies": table})
+    at = {st: [row["0.2"]["regret"] for row in t["seeds"] if "0.2" in row] for st, t in table.items()}
+    compared = {
+        f"{shipped_name} vs {other}": paired(at[shipped_name], at[other])
+        for other in table
+        if other != shipped_name and at.get(shipped_name) and len(at[other]) == len(at[shipped_name])
+    }
+    if at.get(shipped_name):
+        compared[f"{shipped_name} vs grid_pick"] = paired(at[shipped_name], [pick_regret] * len(at[shipped_name]))
     res = {
         "task": bench.spec.name,
         "target_examples": bench.target,
@@ -557,9 +582,23 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
         "noise_median_spread_top8": noise,
         "top8_seed_spread": spreads,
         "fresh_seeds": FRESH_SEEDS,
+        "regret_se": bench.regret_se(),
+        "paired@0.2": compared,
         "strategies": table,
     }
     return res
+
+
+def paired(a: list[float], b: list[float]) -> dict[str, Any]:
+    """Strategy ``a`` against ``b`` on the same study seeds at one reading: the per-seed regret
+    differences (a - b), the seeds each is better in, and an exact two-sided sign test's p (ties
+    left out). With 5 seeds only 5 of 5 reaches p < 0.1 (0.0625); 4 of 5 is p = 0.375."""
+    d = [x - y for x, y in zip(a, b, strict=True) if math.isfinite(x) and math.isfinite(y)]
+    better, worse = sum(x < 0 for x in d), sum(x > 0 for x in d)
+    n = better + worse
+    p = min(1.0, 2 * sum(math.comb(n, k) for k in range(min(better, worse) + 1)) / 2**n) if n else 1.0
+    return {"diffs": d, "median_diff": statistics.median(d) if d else None, "better_in": better,
+            "worse_in": worse, "sign_test_p": p}  # fmt: skip
 
 
 def shipped(res: dict[str, Any]) -> str:
@@ -644,6 +683,14 @@ def main(argv: list[str] | None = None) -> None:
                                                  if t[f"median_regret@{s}"] is not None else f"regret@{s} not run"
                                                  for s in READINGS))  # fmt: skip
             print(f"the default is {shipped(res)}" + (" (the search alone)" if shipped(res) == "default" else ""))
+            se = res["regret_se"]
+            print(f"a regret's standard error: {se:.4f}" if se is not None else "a regret's standard error: n/a")
+            for name, c in res["paired@0.2"].items():
+                if c["median_diff"] is not None:
+                    print(
+                        f"paired@0.2 {name}: median diff {c['median_diff']:+.4f}, better in {c['better_in']}, "
+                        f"worse in {c['worse_in']} of {args.seeds} seeds, sign test p={c['sign_test_p']:.3f}"
+                    )
             print(_last_line(res, args.seeds))
 
 

@@ -5,6 +5,7 @@ confirmations; every figure of the summary recomputed here from the tables it wr
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -69,6 +70,22 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
             assert rec["regret"] == pytest.approx(fresh(tuple(rec["config"])) / fresh(oracle) - 1)
         else:
             assert rec["config"] is None
+    # a regret's standard error: the fresh seeds' pooled relative variance, over every config
+    # trained with all three, for the difference of two 3-seed means
+    fresh_keys = {k for (k, s) in score if s == e2e.FRESH_SEEDS[0]}
+    rel = [statistics.variance(xs) / statistics.mean(xs) ** 2
+           for xs in ([score[(k, s)] for s in e2e.FRESH_SEEDS] for k in fresh_keys)]  # fmt: skip
+    assert res["regret_se"] == pytest.approx((statistics.mean(rel) * 2 / 3) ** 0.5)
+    # the default against each other strategy on the same study seed: the difference of regrets
+    at = {st: t["seeds"][0]["0.2"]["regret"] for st, t in res["strategies"].items()}
+    for other in ("random_asha", "grid_random"):  # a seed without a recommendation (inf) is no pair
+        c = res["paired@0.2"][f"default vs {other}"]
+        d = [at["default"] - at[other]] if math.isfinite(at["default"]) and math.isfinite(at[other]) else []
+        assert c["diffs"] == pytest.approx(d)
+        assert (c["better_in"], c["worse_in"]) == (sum(x < 0 for x in d), sum(x > 0 for x in d))
+    pick_diff = [at["default"] - res["grid_pick"]["regret"]] if math.isfinite(at["default"]) else []
+    assert res["paired@0.2"]["default vs grid_pick"]["diffs"] == pytest.approx(pick_diff)
+
     # a second summary trains nothing again: every run is read back from the table
     n = len(runs)
     e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random"])
@@ -213,3 +230,15 @@ def test_a_race_stopped_by_a_signal_leaves_its_seed_unfinished(tmp_path: Path, m
     monkeypatch.setattr(driver, "default_trial_fn", real)
     e2e.main(["race", *argv, "--strategies", "default", "--max-share", "0.1"])
     assert [r["strategy"] for r in e2e._read(race_csv) if r["trial"] == "end"] == ["default"]
+
+
+def test_the_paired_comparison_counts_seeds_and_gives_an_exact_sign_test() -> None:
+    """5 of 5 seeds better is the least that a sign test over 5 seeds puts under 0.1; 4 of 5 is not
+    a win that these seeds resolve. Ties and seeds without a recommendation count for neither."""
+    five = e2e.paired([0.0, 0.0, 0.0, 0.0, 0.0], [0.1, 0.2, 0.1, 0.3, 0.1])
+    assert (five["better_in"], five["worse_in"], five["sign_test_p"]) == (5, 0, pytest.approx(0.0625))
+    four = e2e.paired([0.0, 0.0, 0.0, 0.0, 0.5], [0.1, 0.2, 0.1, 0.3, 0.1])
+    assert (four["better_in"], four["worse_in"], four["sign_test_p"]) == (4, 1, pytest.approx(0.375))
+    assert four["median_diff"] == pytest.approx(-0.1)
+    ties = e2e.paired([0.0, 0.1, float("inf")], [0.0, 0.2, 0.1])
+    assert (ties["better_in"], ties["worse_in"], ties["sign_test_p"]) == (1, 0, 1.0)
