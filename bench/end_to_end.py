@@ -21,7 +21,8 @@ against the best config measured the same way (its regret), at equal compute (is
    trial, trained at the target already.
 4. ``confirm``: at 10%, 20% and 40% of the grid's compute, each study's recommendation (its best
    complete trial so far), the grid's own pick and the oracle are trained at the target budget
-   with the fresh training seeds 101, 102, 103; a config is trained once per seed, whatever asks.
+   with the fresh training seeds 101, 102, 103 (``--fresh-seeds N``: 101 to 100 + N); a config
+   is trained once per seed, whatever asks.
 5. ``summary``: regret = a recommendation's mean score over the fresh seeds / the oracle's mean
    over the same seeds - 1 (accuracy: the oracle's mean minus its, in points); noise = the median
    seed spread of the grid's top 8. Also what these seeds can resolve: ``regret_se``, one
@@ -150,8 +151,11 @@ def grid_configs(spec: StudySpec) -> list[Key]:
 class Bench:
     """The task's target budget and every run at it, from the runs table (trained when missing)."""
 
-    def __init__(self, spec: StudySpec, out_dir: Path, cache_dir: str | None) -> None:
+    def __init__(
+        self, spec: StudySpec, out_dir: Path, cache_dir: str | None, fresh_seeds: tuple[int, ...] = FRESH_SEEDS
+    ) -> None:
         self.spec, self.cache_dir = spec, cache_dir
+        self.fresh_seeds = fresh_seeds  # each recommendation's re-training seeds (--fresh-seeds)
         self.n_train = len(check_inputs(spec).train)
         self.target = spec.budget.target_examples or self.n_train
         self.runs_csv = out_dir / f"e2e_{spec.name}_runs.csv"
@@ -228,20 +232,21 @@ class Bench:
         return (max(xs) - min(xs)) / statistics.mean(xs)
 
     def regret_se(self) -> float | None:
-        """The standard error of one regret as measured here (a config's mean over the 3 fresh
+        """The standard error of one regret as measured here (a config's mean over the n fresh
         seeds against the oracle's): the fresh seeds' pooled relative standard deviation over every
-        config trained with all of them, times sqrt(2/3). Conservative: every config shares the
+        config trained with all of them, times sqrt(2/n). Conservative: every config shares the
         fresh seeds (init, data order), so their errors are partly shared and cancel in a regret."""
         rel = []
-        for key in {k for (k, s) in self.runs if s == FRESH_SEEDS[0]}:
-            if all((key, s) in self.runs for s in FRESH_SEEDS):
-                xs = [self.score(key, s) for s in FRESH_SEEDS]
+        seeds = self.fresh_seeds
+        for key in {k for (k, s) in self.runs if s == seeds[0]}:
+            if all((key, s) in self.runs for s in seeds):
+                xs = [self.score(key, s) for s in seeds]
                 if all(math.isfinite(x) for x in xs):
                     rel.append(statistics.variance(xs) / statistics.mean(xs) ** 2)
-        return math.sqrt(statistics.mean(rel) * 2 / len(FRESH_SEEDS)) if rel else None
+        return math.sqrt(statistics.mean(rel) * 2 / len(seeds)) if rel else None
 
     def confirmed(self, key: Key) -> dict[str, float | None]:
-        rows = [self.run("confirm", key, s) for s in FRESH_SEEDS]
+        rows = [self.run("confirm", key, s) for s in self.fresh_seeds]
         scores = [float(r["score"]) if r["score"] else math.inf for r in rows]
         accs = [float(r["accuracy"]) for r in rows if r["accuracy"]]
         return {"score": statistics.mean(scores), "accuracy": statistics.mean(accs) if len(accs) == len(rows) else None}
@@ -581,7 +586,7 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
         "grid_pick": {"config": pick, "regret": pick_regret, "acc_regret": pick_acc},
         "noise_median_spread_top8": noise,
         "top8_seed_spread": spreads,
-        "fresh_seeds": FRESH_SEEDS,
+        "fresh_seeds": bench.fresh_seeds,
         "regret_se": bench.regret_se(),
         "paired@0.2": compared,
         "strategies": table,
@@ -631,6 +636,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=5, help="study seeds per strategy (default: 5)")
     ap.add_argument("--max-share", type=float, default=max(READINGS), help="a study's compute cap, of the grid's")
     ap.add_argument("--max-trials", type=int, default=200)
+    ap.add_argument("--fresh-seeds", type=int, default=len(FRESH_SEEDS), help="training seeds each "
+                    "recommendation is re-trained with, from 101 (default 3); more resolve smaller "
+                    "regrets")  # fmt: skip
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument(
@@ -654,7 +662,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     i, _, n = args.part.partition("/")
     part = (int(i), int(n or 1))
-    bench = Bench(load_spec(args.spec), out, args.cache_dir)
+    fresh = tuple(range(FRESH_SEEDS[0], FRESH_SEEDS[0] + args.fresh_seeds))
+    bench = Bench(load_spec(args.spec), out, args.cache_dir, fresh)
     print(f"task {bench.spec.name}: target {bench.target} examples ({bench.target / bench.n_train:.2g} epochs), "
           f"grid of {len(grid_configs(bench.spec))} configs", flush=True)  # fmt: skip
     stages: dict[str, Callable[[], Any]] = {

@@ -91,6 +91,18 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
     e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random"])
     assert len(e2e._read(out / "e2e_e2etask_runs.csv")) == n
 
+    # --fresh-seeds 4: each recommendation gets its fourth seed (104), and the regrets use all four
+    e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random", "--fresh-seeds", "4"])
+    runs = e2e._read(out / "e2e_e2etask_runs.csv")
+    score = {(e2e._row_key(r), int(r["train_seed"])): float(r["score"]) for r in runs}
+    res = json.loads((out / "e2e_e2etask.json").read_text())
+    assert res["fresh_seeds"] == [101, 102, 103, 104]
+
+    def fresh4(k: tuple[int, int, str, str]) -> float:
+        return statistics.mean(score[(k, s)] for s in (101, 102, 103, 104))
+
+    assert res["grid_pick"]["regret"] == pytest.approx(fresh4(pick) / fresh4(oracle) - 1)
+
 
 def _task(tmp_path: Path, spec: dict[str, Any]) -> tuple[Path, Path, list[str]]:
     """The task written as a spec file, the bench's output folder, and its one-seed arguments."""
