@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
-    from slot_counts_cost import backends, paired_rounds, paired_summary
+    from slot_counts_cost import compare, paired_summary
 
     from autotune import optuna_private
 
@@ -98,19 +98,13 @@ def main() -> None:
                 "local_reads_one_param_write": use(True, True, False),
                 "stale_check_per_interval": use(True, True, True)}  # fmt: skip
     out: dict[str, Any] = {"command": " ".join(["python bench/own_trial_reads_cost.py", *sys.argv[1:]]),
-                           "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
+                           "trials": args.trials, "rounds": args.rounds}  # fmt: skip
     try:
-        with backends() as urls:
-            for backend, url in urls.items():
-                ms = paired_rounds(url, variants, args.rounds, args.trials)
-                r = paired_summary(ms, "optuna", "stale_check_per_interval")
-                for v in ("local_reads", "local_reads_one_param_write"):
-                    r[f"median_paired_ratio_{v}"] = paired_summary(ms, "optuna", v)["median_paired_ratio"]
-                per_trial = {}
-                for v, install in variants.items():
-                    install()
-                    per_trial[v] = counted(url, args.trials)
-                out["ms_per_trial"][backend] = {**r, "per_trial": per_trial}
+        out["ms_per_trial"] = compare(variants, "optuna", "stale_check_per_interval", args.rounds, args.trials,
+                                      counted)  # fmt: skip
+        for r in out["ms_per_trial"].values():
+            for v in ("local_reads", "local_reads_one_param_write"):
+                r[f"median_paired_ratio_{v}"] = paired_summary(r["runs"], "optuna", v)["median_paired_ratio"]
     finally:
         use(True, True, True)()
     (HERE / "results" / "own_trial_reads_cost.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
     from own_trial_reads_cost import counted
-    from slot_counts_cost import backends, paired_rounds, paired_summary
+    from slot_counts_cost import compare
 
     from autotune import optuna_private
 
@@ -54,16 +54,9 @@ def main() -> None:
 
     variants = {"per_param": use(per_param), "one_read": use(now)}
     out: dict[str, Any] = {"command": " ".join(["python bench/param_write_cost.py", *sys.argv[1:]]),
-                           "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
+                           "trials": args.trials, "rounds": args.rounds}  # fmt: skip
     try:
-        with backends() as urls:
-            for backend, url in urls.items():
-                ms = paired_rounds(url, variants, args.rounds, args.trials)
-                per_trial = {}
-                for v, install in variants.items():
-                    install()
-                    per_trial[v] = counted(url, args.trials)
-                out["ms_per_trial"][backend] = {**paired_summary(ms, "per_param", "one_read"), "per_trial": per_trial}
+        out["ms_per_trial"] = compare(variants, "per_param", "one_read", args.rounds, args.trials, counted)
     finally:
         optuna_private.write_params = now  # type: ignore[assignment]
     (HERE / "results" / "param_write_cost.json").write_text(json.dumps(out, indent=2) + "\n")

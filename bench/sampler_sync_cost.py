@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args()
-    from slot_counts_cost import backends, paired_rounds, paired_summary
+    from slot_counts_cost import compare
 
     from autotune import optuna_private
 
@@ -71,16 +71,10 @@ def main() -> None:
 
     variants = {"two_syncs": use(two_syncs), "one_sync": use(now)}
     out: dict[str, Any] = {"command": " ".join(["python bench/sampler_sync_cost.py", *sys.argv[1:]]),
-                           "trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}  # fmt: skip
+                           "trials": args.trials, "rounds": args.rounds}  # fmt: skip
     try:
-        with backends() as urls:
-            for backend, url in urls.items():
-                r = paired_summary(paired_rounds(url, variants, args.rounds, args.trials), "two_syncs", "one_sync")
-                statements = {}
-                for v, install in variants.items():
-                    install()
-                    statements[v] = statements_per_trial(url, args.trials)
-                out["ms_per_trial"][backend] = {**r, "statements_per_trial": statements}
+        out["ms_per_trial"] = compare(variants, "two_syncs", "one_sync", args.rounds, args.trials,
+                                      statements_per_trial, "statements_per_trial")  # fmt: skip
     finally:
         optuna_private.trials_cached = now
     (HERE / "results" / "sampler_sync_cost.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -108,6 +108,33 @@ def paired_summary(ms: dict[str, list[float]], old: str, new: str) -> dict[str, 
             f"pairs_{new}_faster": sum(r < 1 for r in pairs)}  # fmt: skip
 
 
+def compare(
+    variants: dict[str, Callable[[], None]],
+    old: str,
+    new: str,
+    rounds: int,
+    trials: int,
+    count: Callable[[str, int], Any] | None = None,
+    count_key: str = "per_trial",
+) -> dict[str, dict[str, Any]]:
+    """Each backend's ``paired_rounds`` of ``variants``, summarised ``old`` against ``new``; with
+    ``count``, also each variant's ``count(url, trials)`` (statements per trial...) under
+    ``count_key``, in one more study each, apart from the timed ones (a counting listener costs
+    time). The before/after benches share it; each restores what it swapped afterwards."""
+    out: dict[str, dict[str, Any]] = {}
+    with backends() as urls:
+        for backend, url in urls.items():
+            r = paired_summary(paired_rounds(url, variants, rounds, trials), old, new)
+            if count is not None:
+                counts = {}
+                for v, install in variants.items():
+                    install()
+                    counts[v] = count(url, trials)
+                r[count_key] = counts
+            out[backend] = r
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=40)
@@ -123,14 +150,11 @@ def main() -> None:
         return lambda: setattr(claims, "slots_taken", fn)
 
     variants = {"five_counts": use(retried(five_counts)), "one_query": use(now)}
-    out: dict[str, Any] = {"trials": args.trials, "rounds": args.rounds, "ms_per_trial": {}}
+    out: dict[str, Any] = {"trials": args.trials, "rounds": args.rounds}
     try:
-        with backends() as urls:
-            for backend, url in urls.items():
-                ms = paired_rounds(url, variants, args.rounds, args.trials)
-                r = paired_summary(ms, "five_counts", "one_query")
-                r["ratio_one_query_to_five"] = r["median"]["one_query"] / r["median"]["five_counts"]
-                out["ms_per_trial"][backend] = r
+        out["ms_per_trial"] = compare(variants, "five_counts", "one_query", args.rounds, args.trials)
+        for r in out["ms_per_trial"].values():
+            r["ratio_one_query_to_five"] = r["median"]["one_query"] / r["median"]["five_counts"]
     finally:
         claims.slots_taken = now  # type: ignore[assignment]
     (HERE / "results" / "slot_counts_cost.json").write_text(json.dumps(out, indent=2) + "\n")
