@@ -515,9 +515,11 @@ def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key |
     rows = [r for r in _read(bench.race_csv) if r["strategy"] == strategy and int(r["seed"]) == seed]
     trials = [r for r in rows if r["trial"] != "end"]
     end = next((int(r["compute"]) for r in rows if r["trial"] == "end"), None)
+    if end is None:  # a seed not raced (or still racing): no reading, not a seed without a recommendation
+        return out
     for share in READINGS:
         limit = share * bench.grid_compute()
-        if end is not None and end < limit:  # raced to a lower cap (--max-share): this reading was not run
+        if end < limit:  # raced to a lower cap (--max-share): this reading was not run
             continue
         done = [r for r in trials if int(r["compute"]) <= limit and r["state"] == "complete" and r["score"]]
         best = min(done, key=lambda r: float(r["score"]), default=None)
@@ -526,7 +528,9 @@ def recommendations(bench: Bench, strategy: str, seed: int) -> dict[float, Key |
 
 
 def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[float, ...] = READINGS) -> dict[str, Any]:
-    """Regrets at each of ``readings`` (a reading left out is None: e.g. studies raced only to 0.2)."""
+    """Regrets at each of ``readings`` (a reading left out is None: e.g. studies raced only to 0.2).
+    A strategy is read on the seeds of 0..seeds-1 it raced (``seeds@<share>`` counts them); two
+    strategies are paired on the seeds both raced."""
     oracle = bench.oracle()
     ref = bench.confirmed(oracle)
     top = bench.top()
@@ -562,16 +566,18 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
             "seeds": per_seed,
             **{f"median_regret@{s}": statistics.median(regrets[s]) if regrets[s] else None for s in READINGS},
             **{f"within_noise@{s}": sum(r <= noise for r in regrets[s]) if regrets[s] else None for s in READINGS},
+            **{f"seeds@{s}": len(regrets[s]) for s in READINGS},
         }
     shipped_name = shipped({"strategies": table})
-    at = {st: [row["0.2"]["regret"] for row in t["seeds"] if "0.2" in row] for st, t in table.items()}
-    compared = {
-        f"{shipped_name} vs {other}": paired(at[shipped_name], at[other])
-        for other in table
-        if other != shipped_name and at.get(shipped_name) and len(at[other]) == len(at[shipped_name])
-    }
-    if at.get(shipped_name):
-        compared[f"{shipped_name} vs grid_pick"] = paired(at[shipped_name], [pick_regret] * len(at[shipped_name]))
+    at = {st: {i: row["0.2"]["regret"] for i, row in enumerate(t["seeds"]) if "0.2" in row} for st, t in table.items()}
+    mine = at.get(shipped_name, {})
+    compared = {}
+    for other in table:
+        both = sorted(mine.keys() & at[other].keys())
+        if other != shipped_name and both:
+            compared[f"{shipped_name} vs {other}"] = paired([mine[i] for i in both], [at[other][i] for i in both])
+    if mine:
+        compared[f"{shipped_name} vs grid_pick"] = paired(list(mine.values()), [pick_regret] * len(mine))
     res = {
         "task": bench.spec.name,
         "target_examples": bench.target,
@@ -617,14 +623,16 @@ def _last_line(res: dict[str, Any], seeds: int) -> str:
     st = res["strategies"]
 
     def med(name: str) -> str:
-        return f"{st[name]['median_regret@0.2']:.4f}" if name in st else "nan"
+        m = st[name]["median_regret@0.2"] if name in st else None
+        return "nan" if m is None else f"{m:.4f}"  # not summarised, or no seed raced at 0.2
 
     default = shipped(res)
     reached = st[default]["within_noise@0.2"] if default in st else 0
+    raced = st[default]["seeds@0.2"] if default in st else seeds
     return (
         f"e2e task={res['task']} default_regret@0.2={med(default)} random_asha_regret@0.2={med('random_asha')} "
         f"grid_pick_regret={res['grid_pick']['regret']:.4f} noise={res['noise_median_spread_top8']:.4f} "
-        f"reached={reached}/{seeds}"
+        f"reached={reached}/{raced}"
     )
 
 
@@ -688,7 +696,7 @@ def main(argv: list[str] | None = None) -> None:
             (out / f"e2e_{bench.spec.name}.json").write_text(json.dumps(res, indent=2) + "\n")
             for strategy, t in res["strategies"].items():
                 print(f"{strategy}: " + " ".join(f"regret@{s} {t[f'median_regret@{s}']:+.4f} "
-                                                 f"({t[f'within_noise@{s}']}/{args.seeds} within noise)"
+                                                 f"({t[f'within_noise@{s}']}/{t[f'seeds@{s}']} within noise)"
                                                  if t[f"median_regret@{s}"] is not None else f"regret@{s} not run"
                                                  for s in READINGS))  # fmt: skip
             print(f"the default is {shipped(res)}" + (" (the search alone)" if shipped(res) == "default" else ""))
@@ -698,7 +706,7 @@ def main(argv: list[str] | None = None) -> None:
                 if c["median_diff"] is not None:
                     print(
                         f"paired@0.2 {name}: median diff {c['median_diff']:+.4f}, better in {c['better_in']}, "
-                        f"worse in {c['worse_in']} of {args.seeds} seeds, sign test p={c['sign_test_p']:.3f}"
+                        f"worse in {c['worse_in']} of {len(c['diffs'])} seeds, sign test p={c['sign_test_p']:.3f}"
                     )
             print(_last_line(res, args.seeds))
 

@@ -204,10 +204,27 @@ def test_only_seeds_races_those_and_leaves_another_process_rows_alone(tmp_path: 
              "state": "complete", "score": "1.0", "examples_seen": 64, "compute": 64, "params": ""}  # fmt: skip
     e2e._append(race_csv, e2e.RACE_FIELDS, other)
     argv = [a if a != "1" else "2" for a in argv]  # --seeds 2
-    e2e.main(["race", *argv, "--strategies", "default", "--max-share", "0.1", "--only-seeds", "1"])
+    e2e.main(["race", *argv, "--strategies", "default", "--max-share", "0.2", "--only-seeds", "1"])
     rows = e2e._read(race_csv)
     assert {int(r["seed"]) for r in rows if r["strategy"] == "default"} == {1}
     assert [r for r in rows if r["strategy"] == "random_asha"] == [{k: str(v) for k, v in other.items()}]
+
+    # the summary reads each strategy on the seeds it raced (a seed without its end row is not
+    # raced: no regret, not an infinite one) and pairs two strategies on the seeds both raced
+    bench = e2e.Bench(e2e.load_spec(argv[1]), out, argv[5])
+    assert e2e.recommendations(bench, "default", 0) == {}
+    assert e2e.recommendations(bench, "random_asha", 0) == {}  # still racing in the other process
+    assert set(e2e.recommendations(bench, "default", 1)) == {0.1, 0.2}  # raced to 0.2: 0.4 not run
+    e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random", "--readings", "0.2"])
+    res = json.loads((out / "e2e_e2eonly.json").read_text())
+    st = res["strategies"]
+    assert (st["default"]["seeds@0.2"], st["random_asha"]["seeds@0.2"], st["grid_random"]["seeds@0.2"]) == (1, 0, 2)
+    assert st["random_asha"]["median_regret@0.2"] is None
+    assert "default vs random_asha" not in res["paired@0.2"]  # no seed raced by both
+    seed1 = [st["default"]["seeds"][1]["0.2"]["regret"] - st["grid_random"]["seeds"][1]["0.2"]["regret"]]
+    assert res["paired@0.2"]["default vs grid_random"]["diffs"] == pytest.approx(
+        [d for d in seed1 if math.isfinite(d)]
+    )  # seed 1 alone: grid_random's seed 0 has no partner
 
 
 def test_a_race_stopped_by_a_signal_leaves_its_seed_unfinished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,100 @@
+"""Is the default's edge over another strategy one that holds across tasks, not on one task's seeds?
+
+Each task's summary (bench/results/e2e_<task>.json, written by ``end_to_end.py summary``) pairs
+the default with every other strategy on the same study seeds at 20% of the grid's compute. On
+one task, 5 seeds resolve little: only 5 of 5 puts a sign test under 0.1. Here every task's
+paired seeds are pooled: the seeds (over all tasks) where the default's recommendation has the
+lower regret, those where it has the higher, and an exact two-sided sign test over them all.
+A sign test because regrets are relative but their noise is not the same on every task (one
+regret's standard error is 0.4% on the smoke tasks, 3.8-5.4% on the quickstart's): a count of
+seeds weighs each the same, whatever its task's scale. Each task's own count stays beside it,
+so that a pooled win that one task carries is visible as such.
+
+Run: python bench/e2e_pooled.py --tasks quickstart quickstart-interior smoke smoke-interior
+Writes bench/results/e2e_pooled.json and ends with
+``e2e_pooled tasks=N vs_random_asha=B/W p=P vs_grid_pick=B/W p=P`` (B: seeds better, W: worse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from bench.end_to_end import RESULTS, paired  # noqa: E402
+
+
+def pool(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per comparison ("<default> vs <other>", as each task's summary names it, the default's name
+    left out so that tasks summarised with another default still pool): each task's counts, and the
+    pooled counts and sign test over every task that has the comparison."""
+    by_other: dict[str, dict[str, Any]] = {}
+    for task, res in results.items():
+        for name, c in res["paired@0.2"].items():
+            other = name.split(" vs ", 1)[1]
+            entry = by_other.setdefault(other, {"tasks": {}, "diffs": []})
+            entry["tasks"][task] = {"default": name.split(" vs ", 1)[0], "better_in": c["better_in"],
+                                    "worse_in": c["worse_in"], "median_diff": c["median_diff"],
+                                    "sign_test_p": c["sign_test_p"]}  # fmt: skip
+            entry["diffs"].extend(c["diffs"])
+    out: dict[str, Any] = {}
+    for other, entry in sorted(by_other.items()):
+        d = entry["diffs"]
+        pooled = paired(d, [0.0] * len(d))
+        out[other] = {
+            "tasks": entry["tasks"],
+            "better_in": pooled["better_in"],
+            "worse_in": pooled["worse_in"],
+            "sign_test_p": pooled["sign_test_p"],
+            # a task's seeds that favour the default, counted by task: a pooled win carried by one task shows here
+            "tasks_better": sum(t["better_in"] > t["worse_in"] for t in entry["tasks"].values()),
+            "tasks_worse": sum(t["better_in"] < t["worse_in"] for t in entry["tasks"].values()),
+            "median_of_task_medians": statistics.median(
+                t["median_diff"] for t in entry["tasks"].values() if t["median_diff"] is not None
+            )
+            if any(t["median_diff"] is not None for t in entry["tasks"].values())
+            else None,
+        }
+    return out
+
+
+def last_line(pooled: dict[str, Any], n_tasks: int) -> str:
+    def part(other: str) -> str:
+        c = pooled.get(other)
+        if c is None:
+            return f"vs_{other}=n/a"
+        return f"vs_{other}={c['better_in']}/{c['worse_in']} p={c['sign_test_p']:.4f}"
+
+    return f"e2e_pooled tasks={n_tasks} {part('random_asha')} {part('grid_pick')}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", nargs="+", required=True, help="task names: each reads e2e_<task>.json")
+    ap.add_argument("--out-dir", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    out = Path(args.out_dir)
+    results = {}
+    for task in args.tasks:
+        path = out / f"e2e_{task}.json"
+        if not path.exists():
+            raise SystemExit(f"e2e_pooled: {path} does not exist; run end_to_end.py summary for {task} first")
+        results[task] = json.loads(path.read_text())
+    pooled = pool(results)
+    (out / "e2e_pooled.json").write_text(json.dumps({"tasks": args.tasks, "compared": pooled}, indent=2) + "\n")
+    for other, c in pooled.items():
+        per_task = ", ".join(f"{t} {v['better_in']}/{v['worse_in']}" for t, v in c["tasks"].items())
+        print(f"vs {other}: better in {c['better_in']}, worse in {c['worse_in']} seeds over {len(c['tasks'])} tasks, "
+              f"sign test p={c['sign_test_p']:.4f} ({per_task})")  # fmt: skip
+    print(last_line(pooled, len(args.tasks)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""bench/e2e_pooled.py: the default's paired comparisons of several tasks, pooled into one sign test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import e2e_pooled
+
+
+def _task(diffs_random: list[float], diffs_pick: list[float], default: str = "confirm2x1") -> dict[str, Any]:
+    def c(d: list[float]) -> dict[str, Any]:
+        better, worse = sum(x < 0 for x in d), sum(x > 0 for x in d)
+        return {"diffs": d, "median_diff": sorted(d)[len(d) // 2], "better_in": better, "worse_in": worse,
+                "sign_test_p": 1.0}  # fmt: skip
+
+    return {"paired@0.2": {f"{default} vs random_asha": c(diffs_random), f"{default} vs grid_pick": c(diffs_pick)}}
+
+
+def test_seeds_pool_over_tasks_into_one_exact_sign_test_and_each_task_keeps_its_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 4 of 5 on each of two tasks is p = 0.375 on either alone; 9 of 10 over both is p = 0.0215
+    (tmp_path / "e2e_a.json").write_text(json.dumps(_task([-0.1, -0.2, -0.01, -0.3, 0.05], [0.0, 0.1, 0.0, 0.0, 0.0])))
+    (tmp_path / "e2e_b.json").write_text(
+        json.dumps(_task([-0.001, -0.002, -0.003, -0.004, -0.005], [-0.1, 0.1, 0.2, 0.0, 0.0], default="default"))
+    )
+    e2e_pooled.main(["--tasks", "a", "b", "--out-dir", str(tmp_path)])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "e2e_pooled tasks=2 vs_random_asha=9/1 p=0.0215 vs_grid_pick=1/3 p=0.6250"
+    res = json.loads((tmp_path / "e2e_pooled.json").read_text())["compared"]
+    r = res["random_asha"]
+    assert (r["better_in"], r["worse_in"]) == (9, 1)
+    assert r["sign_test_p"] == pytest.approx(2 * (1 + 10) / 2**10)
+    assert {t: (v["better_in"], v["worse_in"]) for t, v in r["tasks"].items()} == {"a": (4, 1), "b": (5, 0)}
+    assert r["tasks"]["b"]["default"] == "default"  # pooled under the other strategy's name, whatever the default
+    assert (r["tasks_better"], r["tasks_worse"]) == (2, 0)
+    assert (res["grid_pick"]["tasks_better"], res["grid_pick"]["tasks_worse"]) == (0, 2)  # zero diffs are ties: no seed
+
+
+def test_a_task_without_its_summary_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"e2e_missing\.json does not exist"):
+        e2e_pooled.main(["--tasks", "missing", "--out-dir", str(tmp_path)])
