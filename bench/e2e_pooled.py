@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,39 +27,32 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from bench.end_to_end import RESULTS, paired  # noqa: E402
+from bench.end_to_end import RESULTS, sign_test  # noqa: E402
 
 
 def pool(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Per comparison ("<default> vs <other>", as each task's summary names it, the default's name
-    left out so that tasks summarised with another default still pool): each task's counts, and the
-    pooled counts and sign test over every task that has the comparison."""
-    by_other: dict[str, dict[str, Any]] = {}
+    """Per comparison ("<default> vs <other>", as each task's summary names it, keyed by the other
+    strategy so that tasks summarised with another default still pool): each task's counts, and
+    their sums with one sign test over every task that has the comparison."""
+    by_other: dict[str, dict[str, dict[str, Any]]] = {}
     for task, res in results.items():
         for name, c in res["paired@0.2"].items():
-            other = name.split(" vs ", 1)[1]
-            entry = by_other.setdefault(other, {"tasks": {}, "diffs": []})
-            entry["tasks"][task] = {"default": name.split(" vs ", 1)[0], "better_in": c["better_in"],
-                                    "worse_in": c["worse_in"], "median_diff": c["median_diff"],
-                                    "sign_test_p": c["sign_test_p"]}  # fmt: skip
-            entry["diffs"].extend(c["diffs"])
+            default, other = name.split(" vs ", 1)
+            by_other.setdefault(other, {})[task] = {"default": default, "better_in": c["better_in"],
+                                                    "worse_in": c["worse_in"], "median_diff": c["median_diff"],
+                                                    "sign_test_p": c["sign_test_p"]}  # fmt: skip
     out: dict[str, Any] = {}
-    for other, entry in sorted(by_other.items()):
-        d = entry["diffs"]
-        pooled = paired(d, [0.0] * len(d))
+    for other, tasks in sorted(by_other.items()):
+        better = sum(t["better_in"] for t in tasks.values())
+        worse = sum(t["worse_in"] for t in tasks.values())
         out[other] = {
-            "tasks": entry["tasks"],
-            "better_in": pooled["better_in"],
-            "worse_in": pooled["worse_in"],
-            "sign_test_p": pooled["sign_test_p"],
-            # a task's seeds that favour the default, counted by task: a pooled win carried by one task shows here
-            "tasks_better": sum(t["better_in"] > t["worse_in"] for t in entry["tasks"].values()),
-            "tasks_worse": sum(t["better_in"] < t["worse_in"] for t in entry["tasks"].values()),
-            "median_of_task_medians": statistics.median(
-                t["median_diff"] for t in entry["tasks"].values() if t["median_diff"] is not None
-            )
-            if any(t["median_diff"] is not None for t in entry["tasks"].values())
-            else None,
+            "tasks": tasks,
+            "better_in": better,
+            "worse_in": worse,
+            "sign_test_p": sign_test(better, worse),
+            # tasks whose seeds favour the default, counted by task: a pooled win carried by one task shows here
+            "tasks_better": sum(t["better_in"] > t["worse_in"] for t in tasks.values()),
+            "tasks_worse": sum(t["better_in"] < t["worse_in"] for t in tasks.values()),
         }
     return out
 

@@ -606,10 +606,14 @@ def paired(a: list[float], b: list[float]) -> dict[str, Any]:
     left out). With 5 seeds only 5 of 5 reaches p < 0.1 (0.0625); 4 of 5 is p = 0.375."""
     d = [x - y for x, y in zip(a, b, strict=True) if math.isfinite(x) and math.isfinite(y)]
     better, worse = sum(x < 0 for x in d), sum(x > 0 for x in d)
-    n = better + worse
-    p = min(1.0, 2 * sum(math.comb(n, k) for k in range(min(better, worse) + 1)) / 2**n) if n else 1.0
     return {"diffs": d, "median_diff": statistics.median(d) if d else None, "better_in": better,
-            "worse_in": worse, "sign_test_p": p}  # fmt: skip
+            "worse_in": worse, "sign_test_p": sign_test(better, worse)}  # fmt: skip
+
+
+def sign_test(better: int, worse: int) -> float:
+    """An exact two-sided sign test's p for ``better`` against ``worse`` (ties already left out)."""
+    n = better + worse
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(better, worse) + 1)) / 2**n) if n else 1.0
 
 
 def shipped(res: dict[str, Any]) -> str:

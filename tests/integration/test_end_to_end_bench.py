@@ -196,7 +196,7 @@ def test_the_rungs_strategy_trains_every_trial_toward_the_target_budget(tmp_path
 
 def test_only_seeds_races_those_and_leaves_another_process_rows_alone(tmp_path: Path) -> None:
     spec = tiny_spec("e2eonly", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
-    _path, out, argv = _task(tmp_path, spec)
+    path, out, argv = _task(tmp_path, spec)
     e2e.main(["grid", *argv])
     race_csv = out / "e2e_e2eonly_race.csv"
     # another process is midway through random_asha seed 0: its rows have no end row yet
@@ -211,7 +211,7 @@ def test_only_seeds_races_those_and_leaves_another_process_rows_alone(tmp_path: 
 
     # the summary reads each strategy on the seeds it raced (a seed without its end row is not
     # raced: no regret, not an infinite one) and pairs two strategies on the seeds both raced
-    bench = e2e.Bench(e2e.load_spec(argv[1]), out, argv[5])
+    bench = e2e.Bench(e2e.load_spec(str(path)), out, str(tmp_path / "cache"))
     assert e2e.recommendations(bench, "default", 0) == {}
     assert e2e.recommendations(bench, "random_asha", 0) == {}  # still racing in the other process
     assert set(e2e.recommendations(bench, "default", 1)) == {0.1, 0.2}  # raced to 0.2: 0.4 not run
