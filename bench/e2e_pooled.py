@@ -11,7 +11,7 @@ seeds weighs each the same, whatever its task's scale. Each task's own count sta
 so that a pooled win that one task carries is visible as such.
 
 Run: python bench/e2e_pooled.py --tasks quickstart quickstart-interior smoke smoke-interior
-Writes bench/results/e2e_pooled.json and ends with
+Writes bench/results/e2e_pooled.json (``--out`` names another) and ends with
 ``e2e_pooled tasks=N vs_random_asha=B/W p=P vs_grid_pick=B/W p=P`` (B: seeds better, W: worse).
 """
 
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", nargs="+", required=True, help="task names: each reads e2e_<task>.json")
     ap.add_argument("--out-dir", default=str(RESULTS))
+    ap.add_argument("--out", default="e2e_pooled.json", help="the file written in --out-dir (default e2e_pooled.json)")
     args = ap.parse_args(argv)
     out = Path(args.out_dir)
     results = {}
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"e2e_pooled: {path} does not exist; run end_to_end.py summary for {task} first")
         results[task] = json.loads(path.read_text())
     pooled = pool(results)
-    (out / "e2e_pooled.json").write_text(json.dumps({"tasks": args.tasks, "compared": pooled}, indent=2) + "\n")
+    (out / args.out).write_text(json.dumps({"tasks": args.tasks, "compared": pooled}, indent=2) + "\n")
     for other, c in pooled.items():
         per_task = ", ".join(f"{t} {v['better_in']}/{v['worse_in']}" for t, v in c["tasks"].items())
         print(f"vs {other}: better in {c['better_in']}, worse in {c['worse_in']} seeds over {len(c['tasks'])} tasks, "

@@ -44,3 +44,10 @@ def test_seeds_pool_over_tasks_into_one_exact_sign_test_and_each_task_keeps_its_
 def test_a_task_without_its_summary_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"e2e_missing\.json does not exist"):
         e2e_pooled.main(["--tasks", "missing", "--out-dir", str(tmp_path)])
+
+
+def test_out_names_the_file_so_that_a_pool_over_other_tasks_keeps_the_first(tmp_path: Path) -> None:
+    (tmp_path / "e2e_a.json").write_text(json.dumps(_task([-0.1], [0.1])))
+    e2e_pooled.main(["--tasks", "a", "--out-dir", str(tmp_path), "--out", "e2e_pooled_a.json"])
+    assert json.loads((tmp_path / "e2e_pooled_a.json").read_text())["tasks"] == ["a"]
+    assert not (tmp_path / "e2e_pooled.json").exists()
