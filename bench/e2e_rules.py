@@ -1,0 +1,197 @@
+"""Which of its confirmed configs should a study recommend? The confirmation's choice, replayed.
+
+After its search, the default study re-trains its 2 best configs once at the target budget and
+recommends the lower target score (``target``, storage/confirm.py). One target run is one
+training seed: in quickstart-interior's seed 7 it put a config whose short trial was 10% worse
+ahead, and that pick had the default's worst regret (+20.4%). Two alternatives choose among the
+same runs: ``short`` keeps the search's own order (the target runs then only keep an adapter),
+and ``all`` weighs both measurements of a config: the lowest mean over its short-trial score and
+its target runs, each run one vote (with 1 run at the target, short and target weigh the same;
+with 2, the target twice as much).
+
+A third, ``hedge``, changes what is confirmed, at the same cost: the search's best config, and
+the same config with its learning rate scaled by sqrt(short budget / target budget) in place of
+the runner-up, each trained once at the target; the lower target score wins. Short trials favour
+large steps (Wu et al. 2018, "Understanding Short-Horizon Bias in Stochastic Meta-Optimization"),
+and the best fixed step of SGD over T steps shrinks as 1/sqrt(T) (e.g. Nesterov, "Introductory
+Lectures on Convex Optimization", 3.2.3): the scale is that rule, not a value fitted here. The
+hedge's run is new (``Bench.run``, the study's training seed, cached in the runs table with kind
+``hedge``); the best config's own target run is the study's, from the race table.
+
+For ``short`` and ``all`` a replay is what a re-run would give: the rule acts only after the runs it reads,
+which it does not choose. For ``hedge`` the search is the same (both confirm 2 configs, so the
+search stops at the same point) and one target run is new.
+
+From each task's race table (``end_to_end.py race``, strategy ``confirmKxR@0.2``): the confirmed
+configs, their best short-trial score and their target runs; each rule's pick; the shipped rule's
+pick checked against the study's own recommendation (its ``rec`` row). A pick is re-trained with the
+fresh seeds like any recommendation (``Bench.confirmed``: cached in the runs table, trained when
+missing) and its regret is against the oracle's fresh-seed mean.
+
+Run: python bench/e2e_rules.py --specs studies/quickstart.yaml bench/specs/quickstart-interior.yaml ...
+Writes bench/results/e2e_rules.json and ends with
+``e2e_rules tasks=N seeds=S short_vs_target=B/W p=P changed=C all_vs_target=... hedge_vs_target=...``
+(B: seeds where the rule picks a config with a lower regret than ``target``'s, W: a higher one;
+C: seeds where it picks another config; the same config is a tie).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from autotune.spec import load_spec  # noqa: E402
+from bench.end_to_end import RESULTS, Bench, Key, _key, _read, _row_key, sign_test  # noqa: E402
+
+RULES = ("target", "short", "all")  # choices among the confirmed configs, from the race table alone
+ALL_RULES = (*RULES, "hedge")
+
+
+def confirmed_configs(rows: list[dict[str, str]], short_examples: int) -> list[dict[str, Any]]:
+    """One study's confirmed configs from its race rows (in trial order): each with its best short
+    score, its first short trial (the tie-break: storage/confirm.py ranks equal means by it) and its
+    target runs' scores (a run with no score, e.g. out of memory, scores worst)."""
+    trials = [r for r in rows if r["trial"] not in ("rec", "end")]
+    targets = [r for r in trials if int(r["examples_seen"] or 0) > short_examples]
+    short: dict[Key, tuple[float, int]] = {}
+    for r in trials:
+        if r not in targets and r["state"] == "complete" and r["score"]:
+            k, s = _row_key(r), float(r["score"])
+            if k not in short or s < short[k][0]:
+                short[k] = (s, int(r["trial"]))
+    out: dict[Key, dict[str, Any]] = {}
+    for r in targets:
+        k = _row_key(r)
+        score = float(r["score"]) if r["state"] == "complete" and r["score"] else float("inf")
+        out.setdefault(k, {"config": k, "short": short[k][0], "trial": short[k][1], "target": []})["target"].append(
+            score
+        )
+    return list(out.values())
+
+
+def pick(configs: list[dict[str, Any]], rule: str) -> Key | None:
+    """The config ``rule`` recommends: ``target``, the lowest mean of its target runs (what the
+    study ships); ``short``, the lowest short score (the search's own order: the target runs only
+    keep an adapter); ``all``, the lowest mean over its short score and its target runs."""
+    score: Callable[[dict[str, Any]], float] = {
+        "target": lambda c: statistics.fmean(c["target"]),
+        "short": lambda c: c["short"],
+        "all": lambda c: statistics.fmean([c["short"], *c["target"]]),
+    }[rule]
+    best = min(configs, key=lambda c: (score(c), c["trial"]), default=None)
+    return None if best is None else best["config"]
+
+
+def hedge(configs: list[dict[str, Any]], scale: float, low: float, at_target: Callable[[Key], float]) -> Key | None:
+    """The search's best config against itself with its learning rate times ``scale`` (not below
+    ``low``), whose one run at the target ``at_target`` trains (see the module's docstring)."""
+    best = min(configs, key=lambda c: (c["short"], c["trial"]), default=None)
+    if best is None:
+        return None
+    rank, batch, lr, extra = best["config"]
+    smaller = _key(rank, batch, max(float(lr) * scale, low), extra)
+    if smaller == best["config"]:  # already at the range's low end
+        return smaller
+    return smaller if at_target(smaller) < statistics.fmean(best["target"]) else best["config"]
+
+
+def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
+    """Each study seed's pick under each rule, with its regret; and ``all`` against ``target``."""
+    label = f"{strategy}@0.2"
+    rows = _read(bench.race_csv)
+    ref = bench.confirmed(bench.oracle())["score"]
+    assert ref is not None
+    per_seed: dict[str, Any] = {}
+    mismatched = []
+    spec = bench.spec
+    scale = math.sqrt(spec.budget.train_examples / bench.target)
+    low = spec.search.learning_rate.low or 0.0
+    seed = spec.train_seed if spec.train_seed is not None else spec.seed  # the study's (study/confirm.py `seeds`)
+
+    def at_target(key: Key) -> float:
+        bench.run("hedge", key, seed)
+        return bench.score(key, seed)
+
+    for seed in range(seeds):
+        mine = [r for r in rows if r["strategy"] == label and int(r["seed"]) == seed]
+        rec = next((r for r in mine if r["trial"] == "rec"), None)
+        if rec is None or not rec["rank"]:
+            continue  # not raced, or no room for the confirmation: nothing to replay
+        configs = confirmed_configs(mine, bench.spec.budget.train_examples)
+        picks = {rule: pick(configs, rule) for rule in RULES}
+        picks["hedge"] = hedge(configs, scale, low, at_target)
+        if picks["target"] != _row_key(rec):
+            mismatched.append(seed)
+        per_seed[str(seed)] = {
+            rule: {"config": k, "regret": bench.confirmed(k)["score"] / ref - 1}  # type: ignore[arg-type,operator]
+            for rule, k in picks.items()
+        }
+    return {
+        "strategy": label,
+        "seeds": per_seed,
+        "replay_mismatches": mismatched,  # seeds whose study recommended other than the replayed ``target``
+        **{f"median_regret_{r}": statistics.median(s[r]["regret"] for s in per_seed.values()) for r in ALL_RULES},
+        **{f"{r}_vs_target": against(per_seed, r) for r in ALL_RULES if r != "target"},
+    }
+
+
+def against(per_seed: dict[str, Any], rule: str) -> dict[str, Any]:
+    """``rule`` against the shipped ``target`` on the same seeds: seeds where its pick differs, and
+    where its regret is lower or higher (a tie when both pick the same config), with a sign test."""
+    diffs = [s[rule]["regret"] - s["target"]["regret"] for s in per_seed.values()]
+    better, worse = sum(d < 0 for d in diffs), sum(d > 0 for d in diffs)
+    changed = sum(s[rule]["config"] != s["target"]["config"] for s in per_seed.values())
+    return {"changed": changed, "better_in": better, "worse_in": worse, "sign_test_p": sign_test(better, worse)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--specs", nargs="+", required=True, help="each task's spec (its race table is read)")
+    ap.add_argument("--strategy", default="confirm2x1", help="the confirmKxR strategy replayed (default confirm2x1)")
+    ap.add_argument("--seeds", type=int, default=10, help="study seeds 0..N-1 read (those raced)")
+    ap.add_argument("--out-dir", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    out = Path(args.out_dir)
+    tasks: dict[str, Any] = {}
+    for path in args.specs:
+        bench = Bench(load_spec(path), out, None)
+        if not bench.race_csv.exists():
+            raise SystemExit(f"e2e_rules: {bench.race_csv} does not exist; race {args.strategy} on {path} first")
+        tasks[bench.spec.name] = replay(bench, args.strategy, args.seeds)
+        t = tasks[bench.spec.name]
+        print(f"{bench.spec.name}: {len(t['seeds'])} seeds, replay mismatches {t['replay_mismatches']}, median regret "
+              + ", ".join(f"{r} {t[f'median_regret_{r}']:+.4f}" for r in ALL_RULES) + "; "
+              + ", ".join(f"{r} vs target {t[f'{r}_vs_target']['better_in']}/{t[f'{r}_vs_target']['worse_in']} "
+                          f"({t[f'{r}_vs_target']['changed']} changed)" for r in ALL_RULES if r != "target"),
+              flush=True)  # fmt: skip
+    pooled = {}
+    for r in ALL_RULES[1:]:
+        better = sum(t[f"{r}_vs_target"]["better_in"] for t in tasks.values())
+        worse = sum(t[f"{r}_vs_target"]["worse_in"] for t in tasks.values())
+        changed = sum(t[f"{r}_vs_target"]["changed"] for t in tasks.values())
+        pooled[r] = {
+            "changed": changed,
+            "better_in": better,
+            "worse_in": worse,
+            "sign_test_p": sign_test(better, worse),
+        }
+    res = {"strategy": args.strategy, "pooled_vs_target": pooled, "tasks": tasks}
+    (out / "e2e_rules.json").write_text(json.dumps(res, indent=2) + "\n")
+    n = sum(len(t["seeds"]) for t in tasks.values())
+    print(f"e2e_rules tasks={len(tasks)} seeds={n} " + " ".join(
+        f"{r}_vs_target={c['better_in']}/{c['worse_in']} p={c['sign_test_p']:.4f} changed={c['changed']}"
+        for r, c in pooled.items()))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""bench/e2e_rules.py: a confirmation's choice among its confirmed configs, replayed from race rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import e2e_rules
+
+
+def _row(trial: str, rank: int, lr: float, score: str, examples: int, state: str = "complete") -> dict[str, str]:
+    return {"strategy": "confirm2x1@0.2", "seed": "7", "trial": trial, "rank": str(rank), "batch_size": "16",
+            "learning_rate": f"{lr:.6g}", "state": state, "score": score, "examples_seen": str(examples),
+            "compute": "0", "params": ""}  # fmt: skip
+
+
+def _study(second_target: str, second_state: str = "complete") -> list[dict[str, str]]:
+    # quickstart-interior seed 7's shape: the search's best short trial (A) loses its target run to
+    # the runner-up (B), by less than it won the short trials by
+    return [
+        _row("1", 16, 9.6e-3, "1.20", 1024),  # B's first short trial: its best counts
+        _row("2", 8, 1e-3, "2.20", 256, state="pruned"),
+        _row("3", 16, 4.3e-3, "0.986", 1024),  # A
+        _row("4", 16, 9.6e-3, "1.088", 1024),  # B again
+        _row("5", 16, 4.3e-3, "1.040", 1696),  # A at the target
+        _row("6", 16, 9.6e-3, second_target, 1728, state=second_state),  # B at the target
+        {**_row("rec", 16, 9.6e-3, "0.956", 0), "examples_seen": ""},
+        {**_row("end", 0, 0, "", 0), "rank": "", "learning_rate": "", "examples_seen": ""},
+    ]
+
+
+def test_target_follows_the_target_runs_and_all_weighs_the_short_trial_as_much_as_one_run() -> None:
+    configs = e2e_rules.confirmed_configs(_study("0.956"), short_examples=1024)
+    by_lr = {c["config"][2]: c for c in configs}
+    assert by_lr["0.0043"]["short"] == 0.986 and by_lr["0.0043"]["target"] == [1.040]
+    assert by_lr["0.0096"]["short"] == 1.088 and by_lr["0.0096"]["target"] == [0.956]  # the best of its two
+    assert by_lr["0.0096"]["trial"] == 4
+    assert e2e_rules.pick(configs, "target") == (16, 16, "0.0096", "")  # 0.956 < 1.040
+    assert e2e_rules.pick(configs, "all") == (16, 16, "0.0043", "")  # (0.986 + 1.040) / 2 < (1.088 + 0.956) / 2
+
+
+def test_a_target_run_that_failed_scores_worst_under_both_rules() -> None:
+    configs = e2e_rules.confirmed_configs(_study("", second_state="oom"), short_examples=1024)
+    for rule in e2e_rules.RULES:
+        assert e2e_rules.pick(configs, rule) == (16, 16, "0.0043", "")
+
+
+def test_equal_means_go_to_the_earlier_search_trial_as_the_study_ranks_them() -> None:
+    configs: list[dict[str, Any]] = [
+        {"config": (8, 16, "0.001", ""), "short": 1.0, "trial": 9, "target": [0.9]},
+        {"config": (4, 16, "0.001", ""), "short": 1.0, "trial": 2, "target": [0.9]},
+    ]
+    assert e2e_rules.pick(configs, "target") == e2e_rules.pick(configs, "all") == (4, 16, "0.001", "")
+    assert e2e_rules.pick([], "all") is None
+
+
+def test_hedge_trains_the_best_config_at_a_smaller_step_and_keeps_whichever_scores_lower_at_the_target() -> None:
+    configs = e2e_rules.confirmed_configs(_study("0.956"), short_examples=1024)  # best short: A, lr 4.3e-3
+    asked: list[Any] = []
+
+    def at_target(score: float) -> Any:
+        def run(key: Any) -> float:
+            asked.append(key)
+            return score
+
+        return run
+
+    scale = (1024 / 1682) ** 0.5
+    assert e2e_rules.hedge(configs, scale, 3e-4, at_target(1.0)) == (16, 16, "0.0033551", "")  # 1.0 < A's 1.040
+    assert asked == [(16, 16, "0.0033551", "")]  # the runner-up B is not run again
+    assert e2e_rules.hedge(configs, scale, 3e-4, at_target(1.1)) == (16, 16, "0.0043", "")
+    # at the range's low end there is nothing to hedge with, and nothing is trained
+    asked.clear()
+    assert e2e_rules.hedge(configs, scale, 4.3e-3, at_target(0.5)) == (16, 16, "0.0043", "")
+    assert asked == []
+
+
+def test_short_keeps_the_search_order_whatever_the_target_runs_say() -> None:
+    configs = e2e_rules.confirmed_configs(_study("0.5"), short_examples=1024)
+    assert e2e_rules.pick(configs, "short") == (16, 16, "0.0043", "")
+    assert e2e_rules.pick(configs, "all") == e2e_rules.pick(configs, "target") == (16, 16, "0.0096", "")
