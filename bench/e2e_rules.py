@@ -116,14 +116,15 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
     spec = bench.spec
     scale = math.sqrt(spec.budget.train_examples / bench.target)
     low = spec.search.learning_rate.low or 0.0
-    seed = spec.train_seed if spec.train_seed is not None else spec.seed  # the study's (study/confirm.py `seeds`)
+    # every raced study trains with the task's training seed, whatever its sampler's study seed
+    train_seed = spec.train_seed if spec.train_seed is not None else spec.seed  # study/confirm.py `seeds`
 
     def at_target(key: Key) -> float:
-        bench.run("hedge", key, seed)
-        return bench.score(key, seed)
+        bench.run("hedge", key, train_seed)
+        return bench.score(key, train_seed)
 
-    for seed in range(seeds):
-        mine = [r for r in rows if r["strategy"] == label and int(r["seed"]) == seed]
+    for study_seed in range(seeds):
+        mine = [r for r in rows if r["strategy"] == label and int(r["seed"]) == study_seed]
         rec = next((r for r in mine if r["trial"] == "rec"), None)
         if rec is None or not rec["rank"]:
             continue  # not raced, or no room for the confirmation: nothing to replay
@@ -131,8 +132,8 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
         picks = {rule: pick(configs, rule) for rule in RULES}
         picks["hedge"] = hedge(configs, scale, low, at_target)
         if picks["target"] != _row_key(rec):
-            mismatched.append(seed)
-        per_seed[str(seed)] = {
+            mismatched.append(study_seed)
+        per_seed[str(study_seed)] = {
             rule: {"config": k, "regret": bench.confirmed(k)["score"] / ref - 1}  # type: ignore[arg-type,operator]
             for rule, k in picks.items()
         }

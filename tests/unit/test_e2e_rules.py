@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import csv
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
 
 from bench import e2e_rules
 
@@ -78,3 +82,41 @@ def test_short_keeps_the_search_order_whatever_the_target_runs_say() -> None:
     configs = e2e_rules.confirmed_configs(_study("0.5"), short_examples=1024)
     assert e2e_rules.pick(configs, "short") == (16, 16, "0.0043", "")
     assert e2e_rules.pick(configs, "all") == e2e_rules.pick(configs, "target") == (16, 16, "0.0096", "")
+
+
+class _Bench:
+    """What ``replay`` reads of ``end_to_end.Bench``: the spec, the target, the race table and runs."""
+
+    def __init__(self, race_csv: Path) -> None:
+        from autotune.spec import load_spec
+
+        self.spec = load_spec(Path(__file__).resolve().parents[2] / "bench/specs/quickstart-interior.yaml")
+        self.target, self.race_csv = 1682, race_csv
+        self.trained: list[tuple[str, Any, int]] = []
+
+    def oracle(self) -> Any:
+        return (16, 16, "0.00316228", "")
+
+    def confirmed(self, key: Any) -> dict[str, float]:
+        return {"score": 1.0 if key == self.oracle() else 1.1}
+
+    def run(self, kind: str, key: Any, seed: int) -> dict[str, str]:
+        self.trained.append((kind, key, seed))
+        return {}
+
+    def score(self, key: Any, seed: int) -> float:
+        return 0.9
+
+
+def test_replay_trains_the_hedge_with_the_task_training_seed_whatever_the_study_seed(tmp_path: Path) -> None:
+    race = tmp_path / "race.csv"
+    with race.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(_study("0.956")[0]))
+        w.writeheader()
+        w.writerows(_study("0.956"))  # study seed 7
+    bench = _Bench(race)
+    res = e2e_rules.replay(cast(Any, bench), "confirm2x1", seeds=10)
+    assert list(res["seeds"]) == ["7"] and res["replay_mismatches"] == []  # the rec row is the target rule's pick
+    assert bench.trained == [("hedge", (16, 16, "0.0033551", ""), 0)]  # the task's seed (0), not the study's (7)
+    assert res["seeds"]["7"]["hedge"]["config"] == (16, 16, "0.0033551", "")  # 0.9 < A's 1.040
+    assert res["seeds"]["7"]["target"]["regret"] == pytest.approx(0.1)
