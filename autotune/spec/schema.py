@@ -101,8 +101,9 @@ class BudgetSpec(_Strict):
     )
     # On by default (issue 20): a short trial scored on one training seed can rank wrongly at the
     # budget the user trains at. On the quickstart the search alone recommended rank 32 at the lr
-    # bound in 2 of 5 seeds, +21.6% worse than the oracle on fresh seeds; re-training its 2 best at
-    # the target first gave a worst seed of 0.0% (bench/results/e2e_quickstart.json, confirm2x1).
+    # bound in 6 of 10 seeds, +21.6% worse than the oracle on fresh seeds; re-training its 2 best at
+    # the target first, in 1 of 10 (bench/results/e2e_quickstart.json, confirm2x1; docs/search.md
+    # for the tiny-model tasks, where the search alone does better)
     confirm_top: int = Field(
         2, ge=0, le=20, description="after the search, re-train its best K configs at the target budget"
     )
