@@ -59,8 +59,11 @@ ALL_RULES = (*RULES, "hedge")
 
 def confirmed_configs(rows: list[dict[str, str]], short_examples: int) -> list[dict[str, Any]]:
     """One study's confirmed configs from its race rows (in trial order): each with its best short
-    score, its first short trial (the tie-break: storage/confirm.py ranks equal means by it) and its
-    target runs' scores (a run with no score, e.g. out of memory, scores worst)."""
+    score, the trial that scored it (the search trial confirmed, and the tie-break: storage/confirm.py
+    ranks equal means by it) and its target runs' scores (a run with no score, e.g. out of memory,
+    scores worst). A target run is a row past the short budget; one that failed before its first
+    step reads as a short trial that did not complete, so its config drops out of the choice, as a
+    failed run's config loses it in the study."""
     trials = [r for r in rows if r["trial"] not in ("rec", "end")]
     targets = [r for r in trials if int(r["examples_seen"] or 0) > short_examples]
     short: dict[Key, tuple[float, int]] = {}
@@ -106,7 +109,7 @@ def hedge(configs: list[dict[str, Any]], scale: float, low: float, at_target: Ca
 
 
 def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
-    """Each study seed's pick under each rule, with its regret; and ``all`` against ``target``."""
+    """Each study seed's pick under each rule, with its regret; and each other rule against ``target``."""
     label = f"{strategy}@0.2"
     rows = _read(bench.race_csv)
     ref = bench.confirmed(bench.oracle())["score"]
