@@ -51,7 +51,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from autotune.spec import load_spec  # noqa: E402
-from bench.end_to_end import RESULTS, Bench, Key, _key, _read, _row_key, sign_test  # noqa: E402
+from bench.end_to_end import RESULTS, Bench, Key, _key, _read, _row_key, paired, sign_test  # noqa: E402
 
 RULES = ("target", "short", "all")  # choices among the confirmed configs, from the race table alone
 ALL_RULES = (*RULES, "hedge")
@@ -68,7 +68,7 @@ def confirmed_configs(rows: list[dict[str, str]], short_examples: int) -> list[d
     targets = [r for r in trials if int(r["examples_seen"] or 0) > short_examples]
     short: dict[Key, tuple[float, int]] = {}
     for r in trials:
-        if r not in targets and r["state"] == "complete" and r["score"]:
+        if int(r["examples_seen"] or 0) <= short_examples and r["state"] == "complete" and r["score"]:
             k, s = _row_key(r), float(r["score"])
             if k not in short or s < short[k][0]:
                 short[k] = (s, int(r["trial"]))
@@ -150,12 +150,11 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
 
 
 def against(per_seed: dict[str, Any], rule: str) -> dict[str, Any]:
-    """``rule`` against the shipped ``target`` on the same seeds: seeds where its pick differs, and
-    where its regret is lower or higher (a tie when both pick the same config), with a sign test."""
-    diffs = [s[rule]["regret"] - s["target"]["regret"] for s in per_seed.values()]
-    better, worse = sum(d < 0 for d in diffs), sum(d > 0 for d in diffs)
-    changed = sum(s[rule]["config"] != s["target"]["config"] for s in per_seed.values())
-    return {"changed": changed, "better_in": better, "worse_in": worse, "sign_test_p": sign_test(better, worse)}
+    """``rule`` against the shipped ``target`` on the same seeds, as ``end_to_end.paired`` pairs two
+    strategies (the same config is a tie), and the seeds where its pick differs."""
+    seeds = per_seed.values()
+    changed = sum(s[rule]["config"] != s["target"]["config"] for s in seeds)
+    return {**paired([s[rule]["regret"] for s in seeds], [s["target"]["regret"] for s in seeds]), "changed": changed}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -120,3 +120,6 @@ def test_replay_trains_the_hedge_with_the_task_training_seed_whatever_the_study_
     assert bench.trained == [("hedge", (16, 16, "0.0033551", ""), 0)]  # the task's seed (0), not the study's (7)
     assert res["seeds"]["7"]["hedge"]["config"] == (16, 16, "0.0033551", "")  # 0.9 < A's 1.040
     assert res["seeds"]["7"]["target"]["regret"] == pytest.approx(0.1)
+    # another config with the same regret is a changed pick but a tie, not a win
+    h = res["hedge_vs_target"]
+    assert (h["changed"], h["better_in"], h["worse_in"], h["sign_test_p"]) == (1, 0, 0, 1.0)
