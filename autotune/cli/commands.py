@@ -49,12 +49,10 @@ def _open_existing(url: str, study: str) -> Any:
 
 def best_record(row: dict[str, Any]) -> dict[str, Any]:
     # after a confirmation phase: the mean, spread (max - min) and count of the runs at the target
-    # budget that the recommendation rests on, and where its adapter was kept
-    confirmed: dict[str, Any] = {
-        k: row[k]
-        for k in ("confirmed_score", "confirmed_spread", "confirmed_runs", "confirmed_accuracy", "adapter_dir")
-        if k in row
-    }
+    # budget that the recommendation rests on, where its adapter was kept, and (budget.confirm_hedge)
+    # the search trial whose config it re-trained at a smaller learning rate
+    keys = ("confirmed_score", "confirmed_spread", "confirmed_runs", "confirmed_accuracy", "adapter_dir", "hedge_of")
+    confirmed: dict[str, Any] = {k: row[k] for k in keys if k in row}
     return {
         "trial": row["trial_number"],
         "score": row["score"],

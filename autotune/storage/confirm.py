@@ -5,6 +5,7 @@ lowest mean over its runs. No torch, no optuna."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -25,13 +26,15 @@ class Store(Protocol):
 
 @dataclass(frozen=True)
 class Confirmed:
-    """One search config's runs at the target budget."""
+    """One confirmed config's runs at the target budget."""
 
-    trial_number: int  # the search trial whose config was re-trained
+    trial_number: int  # the trial whose row stands for the config: the search trial re-trained, or a hedge's first run
     scores: tuple[float, ...]  # complete runs, in trial order
     accuracies: tuple[float, ...]
     runs: int  # runs that finished, complete or not (a diverged or OOM run scores worst)
     adapter_dir: str | None  # the kept adapter (budget.keep_adapters), if any
+    numbers: tuple[int, ...] = ()  # the runs' trial numbers
+    hedge_of: int | None = None  # budget.confirm_hedge: the search trial whose config it scales
 
     @property
     def mean(self) -> float:
@@ -49,27 +52,43 @@ class Confirmed:
 
 @retried
 def confirmed(store: Store, name: str) -> list[Confirmed]:
-    """Every confirmed config, best (lowest mean) first; ties: the earlier search trial."""
-    query = select(trials.c.confirm_of, trials.c.state, trials.c.score, trials.c.accuracy, trials.c.adapter_dir).where(
+    """Every confirmed config, best (lowest mean) first; ties: the earlier trial. A config is the
+    runs of one search trial with one set of params: its own, or its hedge's (study/confirm.py)."""
+    query = select(
+        trials.c.trial_number, trials.c.confirm_of, trials.c.params, trials.c.state, trials.c.score,
+        trials.c.accuracy, trials.c.adapter_dir,
+    ).where(
         trials.c.study_name == name,
         trials.c.confirm_of.is_not(None),
         trials.c.state.in_(COUNTED_STATES),  # a run stopped by its prediction counts: it failed
         trials.c.requeued.is_(False),
-    )
-    groups: dict[int, list[Any]] = {}
+    )  # fmt: skip
+    groups: dict[tuple[int, str], list[Any]] = {}
     with store._tx(write=False) as conn:
         for row in conn.execute(query.order_by(trials.c.trial_number)):
-            groups.setdefault(int(row.confirm_of), []).append(row)
+            groups.setdefault((int(row.confirm_of), json.dumps(row.params, sort_keys=True)), []).append(row)
+        of = {n for n, _ in groups}
+        searched = {
+            int(r.trial_number): r.params
+            for r in conn.execute(
+                select(trials.c.trial_number, trials.c.params).where(
+                    trials.c.study_name == name, trials.c.trial_number.in_(of)
+                )
+            )
+        }
     out = []
-    for number, rows in groups.items():
+    for (number, _), rows in groups.items():
         done = [r for r in rows if r.state == TrialState.COMPLETE.value and r.score is not None]
+        hedge = rows[0].params != searched.get(number)
         out.append(
             Confirmed(
-                number,
+                int(rows[0].trial_number) if hedge else number,
                 tuple(float(r.score) for r in done),
                 tuple(float(r.accuracy) for r in done if r.accuracy is not None),
                 len(rows),
                 next((r.adapter_dir for r in rows if r.adapter_dir), None),
+                tuple(int(r.trial_number) for r in rows),
+                number if hedge else None,
             )
         )
     return sorted(out, key=lambda c: (c.mean, c.trial_number))
@@ -106,6 +125,7 @@ def with_confirmation(row: dict[str, Any], c: Confirmed) -> dict[str, Any]:
         confirmed_runs=c.runs,
         confirmed_accuracy=c.accuracy,
         adapter_dir=c.adapter_dir,
+        hedge_of=c.hedge_of,
     )
 
 
@@ -137,8 +157,8 @@ def best(store: Store, name: str) -> dict[str, Any] | None:
         trials.c.score.is_not(None),
         trials.c.confirm_of.is_(None),
     )
-    if done:
-        query = query.where(trials.c.trial_number == done[0].trial_number)
+    if done:  # the config's own row: its search trial's, or a hedge's first run (whatever its state)
+        query = select(trials).where(trials.c.study_name == name, trials.c.trial_number == done[0].trial_number)
     with store._tx(write=False) as conn:
         row = conn.execute(query.order_by(trials.c.score, trials.c.trial_number).limit(1)).mappings().first()
     if row is None:

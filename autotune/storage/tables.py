@@ -85,7 +85,8 @@ trials = Table(
     Column("cotenants", Integer, nullable=True),
     Column("retry_of", Integer, nullable=True),  # the trial number this one re-runs
     # budget.confirm_top (0006): the search trial whose config this one re-trains at the target
-    # budget, the training seed it ran with, and where its adapter was kept (budget.keep_adapters)
+    # budget (or, with other params, hedges: budget.confirm_hedge), the training seed it ran with,
+    # and where its adapter was kept (budget.keep_adapters)
     Column("confirm_of", Integer, nullable=True),
     Column("train_seed", Integer, nullable=True),
     Column("adapter_dir", Text, nullable=True),

@@ -6,15 +6,22 @@ its answer holds at the budget the user trains at, and the runs' spread says whe
 can be told apart. With ``budget.keep_adapters: J`` the adapters of the J best confirmed configs
 (their first seed's run) are kept, so the recommendation needs no second training.
 
+With ``budget.confirm_hedge`` (on by default) and K >= 2, the K-th slot goes to the best config's
+hedge: the same config with a smaller learning rate (``hedge``), since a short trial favours a
+step larger than the longer target run wants. Its runs name the best search trial too, with their
+own params; storage/confirm.py tells the two configs apart by those.
+
 Each run is an Optuna trial with fixed params (``enqueue_trial``) whose user attrs name the search
 trial it confirms and its training seed; retries keep both (study/recovery.py). The runs are not
-reported to the pruner: they are another fidelity. The study's user attr ``CONFIRMED`` lists the
-search trials confirmed so far, so a resumed study with more trials confirms only new leaders.
+reported to the pruner: they are another fidelity. The study's user attrs ``CONFIRMED`` and
+``HEDGED`` list the search trials confirmed and hedged so far, so a resumed study with more trials
+confirms only new leaders.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -32,6 +39,7 @@ from autotune.study.recovery import CONFIRM_ATTR, SEED_ATTR
 from autotune.trial import TrialConfig, TrialResult, TrialState, trial_config
 
 CONFIRMED = "autotune_confirmed"  # study user attr: the search trial numbers confirmed so far
+HEDGED = "autotune_hedged"  # study user attr: the search trial numbers whose hedge was queued
 ADAPTERS_ENV = "AUTOTUNE_ADAPTERS_DIR"  # where kept adapters go; default ./autotune-adapters
 
 
@@ -59,23 +67,54 @@ def seeds(spec: StudySpec) -> list[int]:
 
 def planned(study: optuna.Study, spec: StudySpec) -> int:
     """The confirmation runs queued by earlier runs of this study."""
-    return len(study.user_attrs.get(CONFIRMED, [])) * spec.budget.confirm_seeds
+    configs = len(study.user_attrs.get(CONFIRMED, [])) + len(study.user_attrs.get(HEDGED, []))
+    return configs * spec.budget.confirm_seeds
 
 
-def plan(study: optuna.Study, store: Store, name: str, spec: StudySpec) -> int:
-    """Queue the runs of the search's K best configs not confirmed yet; return how many runs the
-    study's confirmation holds in all. Call under the study lock, once the search is finished."""
+def plan(study: optuna.Study, store: Store, name: str, spec: StudySpec, target_examples: int) -> int:
+    """Queue the runs of the search's K best configs not confirmed yet, with ``confirm_hedge`` the
+    best one's hedge (``hedge``) in place of the K-th; return how many runs the study's
+    confirmation holds in all. Call under the study lock, once the search is finished (the driver
+    calls it again until the runs are taken: queueing is once per config)."""
     done = [int(n) for n in study.user_attrs.get(CONFIRMED, [])]
-    best = _leaders(store, name, spec.budget.confirm_top)
+    hedged = [int(n) for n in study.user_attrs.get(HEDGED, [])]
+    k = spec.budget.confirm_top
+    best = _leaders(store, name, k)
+    scaled = hedge(spec, best[0][1], target_examples) if spec.budget.confirm_hedge and k >= 2 and best else None
+    if scaled is not None:
+        best = best[: k - 1]
     confirmed_params = _params_of(store, name, done)
     new = [(n, p) for n, p in best if n not in done and p not in confirmed_params]
+    if scaled is not None and best[0][0] not in hedged:
+        _enqueue(study, spec, best[0][0], scaled)
+        hedged.append(best[0][0])
+        study.set_user_attr(HEDGED, hedged)
     for number, params in new:
-        for s in seeds(spec):
-            study.enqueue_trial(params, user_attrs={CONFIRM_ATTR: number, SEED_ATTR: s}, skip_if_exists=False)
+        _enqueue(study, spec, number, params)
     if new:
         done += [n for n, _ in new]
         study.set_user_attr(CONFIRMED, done)
-    return len(done) * spec.budget.confirm_seeds
+    return (len(done) + len(hedged)) * spec.budget.confirm_seeds
+
+
+def hedge(spec: StudySpec, params: dict[str, Any], target_examples: int) -> dict[str, Any] | None:
+    """The config ``params`` with its learning rate times sqrt(train_examples / target_examples)
+    (budget.confirm_hedge; the rule's sources are in spec/schema.py), not below the range's low
+    end, to 6 significant digits (as the CSV prints it). None where there is nothing to hedge: a
+    learning rate of fixed choices or steps, a target no longer than a search trial, or one
+    already at the low end."""
+    lr = spec.search.learning_rate
+    if lr.choices is not None or lr.step is not None or lr.low is None:
+        return None
+    scale = math.sqrt(spec.budget.train_examples / target_examples)
+    current = float(params["learning_rate"])
+    value = max(float(f"{current * scale:.6g}"), lr.low)
+    return {**params, "learning_rate": value} if scale < 1 and value < current else None
+
+
+def _enqueue(study: optuna.Study, spec: StudySpec, number: int, params: dict[str, Any]) -> None:
+    for s in seeds(spec):
+        study.enqueue_trial(params, user_attrs={CONFIRM_ATTR: number, SEED_ATTR: s}, skip_if_exists=False)
 
 
 def _leaders(store: Store, name: str, k: int) -> list[tuple[int, dict[str, Any]]]:
@@ -118,15 +157,28 @@ def adapter_dir(name: str, number: int) -> Path:
 
 
 def record_kept(
-    store: Store, name: str, spec: StudySpec, number: int, confirm_of: int, c: TrialConfig, r: TrialResult, t: Target
+    store: Store,
+    name: str,
+    spec: StudySpec,
+    number: int,
+    confirm_of: int,
+    params: dict[str, Any],
+    c: TrialConfig,
+    r: TrialResult,
+    t: Target,
 ) -> None:
     """Write the provenance `load_trained` reads beside a kept adapter, and store where it is."""
     path = adapter_dir(name, number)
     if r.state != TrialState.COMPLETE or not path.exists():
         return
     original = next(row for row in store.trials(name) if row["trial_number"] == confirm_of)
+    hedge = original["params"] != params
+    if hedge:  # no search trial ran these params: the run stands for itself
+        original = dict(original, trial_number=number, params=params, score=None, val_loss=None, accuracy=None)
     info = provenance(Fit(original, c, 0, r, path), name, spec, t.examples, t.n_train, t.labels)
     info["confirmation_trial"] = number
+    if hedge:
+        info["hedge_of"] = confirm_of
     (path / PROVENANCE).write_text(json.dumps(info, indent=2) + "\n")
     rows.set_adapter_dir(store, name, number, str(path))
 
@@ -136,8 +188,8 @@ def prune_kept(store: Store, name: str, spec: StudySpec, planned: int) -> None:
     ranked = rows.confirmed(store, name)
     if sum(c.runs for c in ranked) < planned:
         return
-    keep = {c.trial_number for c in ranked[: spec.budget.keep_adapters]}
-    for number, confirm_of, path in rows.kept(store, name):
-        if confirm_of not in keep:
+    keep = {n for c in ranked[: spec.budget.keep_adapters] for n in c.numbers}
+    for number, _confirm_of, path in rows.kept(store, name):
+        if number not in keep:
             shutil.rmtree(path, ignore_errors=True)
             rows.set_adapter_dir(store, name, number, None)

@@ -69,7 +69,7 @@ def run(loop: Runner, trial: optuna.Trial, params: dict[str, Any], confirm_of: i
     if keep:
         number = trial.number
         loop.db(
-            lambda: confirm.record_kept(loop.store, loop.name, loop.spec, number, confirm_of, c, result, t),
+            lambda: confirm.record_kept(loop.store, loop.name, loop.spec, number, confirm_of, params, c, result, t),
             "the kept adapter",
         )
     if loop.spec.budget.keep_adapters:

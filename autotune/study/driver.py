@@ -176,7 +176,7 @@ class _Loop:
             lock.close()
             recovery.reap_dead_local_workers(self.study, self.store, self.name)
             return False
-        self.planned = confirm.plan(self.study, self.store, self.name, self.spec)
+        self.planned = confirm.plan(self.study, self.store, self.name, self.spec, self.target().examples)
         self.total = self.n_search + self.planned
         self.progress.set_total(self.total)
         return True

@@ -1,6 +1,7 @@
 """The confirmation phase (budget.confirm_top / confirm_seeds / keep_adapters) on tiny studies:
 the best configs are re-trained at the target budget with other training seeds, the study
-recommends by their mean, `best` says so, and the best adapter is kept and loads."""
+recommends by their mean, `best` says so, and the best adapter is kept and loads; with
+budget.confirm_hedge the runner-up's slot goes to the best config at a smaller learning rate."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 
 from autotune.storage import Store
 from autotune.storage.confirm import confirmed
+from autotune.storage.tables import trials
 from tests.conftest import tiny_spec
 
 CliFn = Callable[..., tuple[int, str, str]]
@@ -30,7 +32,7 @@ def test_confirmation_retrains_the_best_configs_at_the_target_and_recommends_by_
 ) -> None:
     monkeypatch.setenv("AUTOTUNE_ADAPTERS_DIR", str(tmp_path / "kept"))
     url = f"sqlite:///{tmp_path / 'c.db'}"
-    path = _spec(tmp_path, confirm_top=2, confirm_seeds=2, keep_adapters=1)
+    path = _spec(tmp_path, confirm_top=2, confirm_seeds=2, keep_adapters=1, confirm_hedge=False)
     code, _out, err = cli("run", str(path), "--storage", url, "--no-progress")
     assert code == 0, err
     store = Store.open(url, create=False)
@@ -82,6 +84,52 @@ def test_confirmation_retrains_the_best_configs_at_the_target_and_recommends_by_
 
 def _other_first_run(runs: list[dict[str, object]], lead: int) -> int:
     return next(int(str(r["trial_number"])) for r in runs if r["confirm_of"] == lead and r["train_seed"] == 0)
+
+
+def test_the_hedge_retrains_the_best_config_at_a_smaller_learning_rate_and_can_be_the_answer(
+    tmp_path: Path, cli: CliFn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AUTOTUNE_ADAPTERS_DIR", str(tmp_path / "kept"))
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    path = _spec(tmp_path, confirm_top=2, keep_adapters=2)  # confirm_hedge: on by default
+    code, _out, err = cli("run", str(path), "--storage", url, "--no-progress")
+    assert code == 0, err
+    store = Store.open(url, create=False)
+    try:
+        rows = store.trials("c")
+        search = [r for r in rows if r["confirm_of"] is None and r["state"] == "complete"]
+        lead = min(search, key=lambda r: (r["score"], r["trial_number"]))
+        runs = sorted((r for r in rows if r["confirm_of"] is not None), key=lambda r: r["trial_number"])
+        # both runs re-train the best search trial: once as it was, once with lr * sqrt(128 / 256),
+        # not below the range's low end (1e-3)
+        assert [r["confirm_of"] for r in runs] == [lead["trial_number"]] * 2
+        lrs = sorted(r["params"]["learning_rate"] for r in runs)
+        scaled = max(float(f"{lead['params']['learning_rate'] * 0.5**0.5:.6g}"), 1e-3)
+        assert lrs == sorted([lead["params"]["learning_rate"], scaled]) and scaled < lrs[1]
+        assert all(r["examples_seen"] >= 256 and r["state"] == "complete" for r in runs)
+        groups = confirmed(store, "c")
+        assert len(groups) == 2 and sum(g.hedge_of is not None for g in groups) == 1
+        hedge = next(r for r in runs if r["params"] != lead["params"])
+        # make the hedge's target run the better one: the answer is then its config, not the search
+        # trial's, and `best` says whose config it scaled
+        with store._tx(write=True) as conn:
+            conn.execute(
+                trials.update()
+                .where(trials.c.study_name == "c", trials.c.trial_number == hedge["trial_number"])
+                .values(score=min(r["score"] for r in runs) - 0.5)
+            )
+        best = store.best("c")
+        assert best is not None
+        assert best["trial_number"] == hedge["trial_number"] and best["hedge_of"] == lead["trial_number"]
+        assert best["params"] == hedge["params"] and best["confirmed_runs"] == 1
+    finally:
+        store.close()
+    info = json.loads((Path(hedge["adapter_dir"]) / "autotune_train.json").read_text())
+    assert info["params"] == hedge["params"] and info["hedge_of"] == lead["trial_number"]
+    code, out, _ = cli("best", "c", "--storage", url, "--format", "json")
+    rec = json.loads(out)
+    assert code == 0 and rec["trial"] == hedge["trial_number"] and rec["hedge_of"] == lead["trial_number"]
+    assert rec["params"]["learning_rate"] == scaled
 
 
 def test_resume_with_more_trials_confirms_only_new_leaders(tmp_path: Path, cli: CliFn) -> None:
