@@ -20,7 +20,10 @@ hedge's run is new (``Bench.run``, the study's training seed, cached in the runs
 
 For ``short`` and ``all`` a replay is what a re-run would give: the rule acts only after the runs it reads,
 which it does not choose. For ``hedge`` the search is the same (both confirm 2 configs, so the
-search stops at the same point) and one target run is new.
+search stops at the same point) and one target run is new. ``hedge`` is what autotune now ships
+(budget.confirm_hedge, ``hedge2x1`` in end_to_end.py): where a task's table also holds real
+``hedge2x1@0.2`` studies, each is checked against the replay (the same search trials, and the
+same recommendation): ``hedge_raced`` and ``hedge_race_mismatches``.
 
 From each task's race table (``end_to_end.py race``, strategy ``confirmKxR@0.2``): the confirmed
 configs, their best short-trial score and their target runs; each rule's pick; the shipped rule's
@@ -53,6 +56,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 from autotune.spec import load_spec  # noqa: E402
 from bench.end_to_end import RESULTS, Bench, Key, _key, _read, _row_key, paired, sign_test  # noqa: E402
 
+HEDGED = "hedge2x1@0.2"  # the shipped default's studies, where raced (end_to_end.py SHIPPED)
 RULES = ("target", "short", "all")  # choices among the confirmed configs, from the race table alone
 ALL_RULES = (*RULES, "hedge")
 
@@ -115,7 +119,8 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
     ref = bench.confirmed(bench.oracle())["score"]
     assert ref is not None
     per_seed: dict[str, Any] = {}
-    mismatched = []
+    mismatched, raced, hedge_mismatched = [], [], []
+    drift = 0.0
     spec = bench.spec
     scale = math.sqrt(spec.budget.train_examples / bench.target)
     low = spec.search.learning_rate.low or 0.0
@@ -126,8 +131,9 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
         bench.run("hedge", key, train_seed)
         return bench.score(key, train_seed)
 
+    short = spec.budget.train_examples
     for study_seed in range(seeds):
-        mine = [r for r in rows if r["strategy"] == label and int(r["seed"]) == study_seed]
+        mine = _seed_rows(rows, label, study_seed)
         rec = next((r for r in mine if r["trial"] == "rec"), None)
         if rec is None or not rec["rank"]:
             continue  # not raced, or no room for the confirmation: nothing to replay
@@ -136,6 +142,16 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
         picks["hedge"] = hedge(configs, scale, low, at_target)
         if picks["target"] != _row_key(rec):
             mismatched.append(study_seed)
+        real = next((r for r in _seed_rows(rows, HEDGED, study_seed) if r["trial"] == "rec"), None)
+        if real is not None and real["rank"]:  # the shipped hedge raced for real: does the replay match it?
+            raced.append(study_seed)
+            searched = [_search(mine, short), _search(_seed_rows(rows, HEDGED, study_seed), short)]
+            configs_states = [[t[:5] for t in s] for s in searched]
+            if not _same(picks["hedge"], _row_key(real)) or configs_states[0] != configs_states[1]:
+                hedge_mismatched.append(study_seed)
+            else:
+                pairs = zip(*searched, strict=True)
+                drift = max(drift, *(abs(float(a[5]) / float(b[5]) - 1) for a, b in pairs if a[5] and b[5]))
         per_seed[str(study_seed)] = {
             rule: {"config": k, "regret": bench.confirmed(k)["score"] / ref - 1}  # type: ignore[arg-type,operator]
             for rule, k in picks.items()
@@ -144,9 +160,39 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
         "strategy": label,
         "seeds": per_seed,
         "replay_mismatches": mismatched,  # seeds whose study recommended other than the replayed ``target``
+        "hedge_raced": raced,  # seeds raced for real as HEDGED (budget.confirm_hedge, the default)
+        # of those, seeds whose study searched other configs (or ended in other states) or recommended
+        # other than the replay
+        "hedge_race_mismatches": hedge_mismatched,
+        # the largest relative difference between the same search trial's score in the two studies,
+        # where they searched the same configs: a study raced in another session can differ in
+        # float summation order, which a large learning rate amplifies (the same configs and states)
+        "hedge_race_score_drift": drift,
         **{f"median_regret_{r}": statistics.median(s[r]["regret"] for s in per_seed.values()) for r in ALL_RULES},
         **{f"{r}_vs_target": against(per_seed, r) for r in ALL_RULES if r != "target"},
     }
+
+
+def _seed_rows(rows: list[dict[str, str]], label: str, seed: int) -> list[dict[str, str]]:
+    return [r for r in rows if r["strategy"] == label and int(r["seed"]) == seed]
+
+
+def _same(a: Key | None, b: Key) -> bool:
+    """The same config, learning rates equal to the 6 significant digits the CSVs print: the
+    replay scales the printed lr, the study its full-precision one, so the last digit may differ."""
+    if a is None or (a[0], a[1], a[3]) != (b[0], b[1], b[3]):
+        return False
+    return math.isclose(float(a[2]), float(b[2]), rel_tol=1e-5)
+
+
+def _search(rows: list[dict[str, str]], short_examples: int) -> list[tuple[str, ...]]:
+    """A study's search trials as raced (config, state, score), in order: the same study seed
+    searches the same way whatever its confirmation does after."""
+    return [
+        (r["rank"], r["batch_size"], r["learning_rate"], r["params"], r["state"], r["score"])
+        for r in rows
+        if r["trial"] not in ("rec", "end") and int(r["examples_seen"] or 0) <= short_examples
+    ]
 
 
 def against(per_seed: dict[str, Any], rule: str) -> dict[str, Any]:
@@ -172,7 +218,9 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"e2e_rules: {bench.race_csv} does not exist; race {args.strategy} on {path} first")
         tasks[bench.spec.name] = replay(bench, args.strategy, args.seeds)
         t = tasks[bench.spec.name]
-        print(f"{bench.spec.name}: {len(t['seeds'])} seeds, replay mismatches {t['replay_mismatches']}, median regret "
+        print(f"{bench.spec.name}: {len(t['seeds'])} seeds, replay mismatches {t['replay_mismatches']}, hedge raced "
+              f"{len(t['hedge_raced'])} (mismatches {t['hedge_race_mismatches']}, score drift "
+              f"{t['hedge_race_score_drift']:.2e}), median regret "
               + ", ".join(f"{r} {t[f'median_regret_{r}']:+.4f}" for r in ALL_RULES) + "; "
               + ", ".join(f"{r} vs target {t[f'{r}_vs_target']['better_in']}/{t[f'{r}_vs_target']['worse_in']} "
                           f"({t[f'{r}_vs_target']['changed']} changed)" for r in ALL_RULES if r != "target"),

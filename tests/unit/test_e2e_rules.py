@@ -123,3 +123,36 @@ def test_replay_trains_the_hedge_with_the_task_training_seed_whatever_the_study_
     # another config with the same regret is a changed pick but a tie, not a win
     h = res["hedge_vs_target"]
     assert (h["changed"], h["better_in"], h["worse_in"], h["sign_test_p"]) == (1, 0, 0, 1.0)
+
+
+def test_a_real_hedge_study_is_checked_against_the_replay(tmp_path: Path) -> None:
+    def table(rec_lr: float, first_score: str = "1.20") -> list[dict[str, str]]:
+        real = [{**r, "strategy": e2e_rules.HEDGED} for r in _study("0.956")[:4]]  # the same search...
+        real[0]["score"] = first_score
+        real += [  # ...then A and its hedge at the target, and the study's own answer
+            {**_row("5", 16, 4.3e-3, "1.040", 1696), "strategy": e2e_rules.HEDGED},
+            {**_row("6", 16, 3.3551e-3, "0.9", 1696), "strategy": e2e_rules.HEDGED},
+            {**_row("rec", 16, rec_lr, "0.9", 0), "strategy": e2e_rules.HEDGED, "examples_seen": ""},
+        ]
+        return _study("0.956") + real
+
+    def replayed(rows: list[dict[str, str]]) -> dict[str, Any]:
+        race = tmp_path / "race.csv"
+        with race.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        return e2e_rules.replay(cast(Any, _Bench(race)), "confirm2x1", seeds=10)
+
+    same = replayed(table(3.3551e-3))
+    assert same["hedge_raced"] == [7] and same["hedge_race_mismatches"] == []
+    assert replayed(table(4.3e-3))["hedge_race_mismatches"] == [7]  # another answer than the replay's
+    # the study scales the full-precision lr, the replay the printed one: the last digit may differ
+    assert replayed(table(3.35511e-3))["hedge_race_mismatches"] == []
+    # the same search scored a little differently (another session's float order) is drift, not another search
+    drifted = replayed(table(3.3551e-3, first_score="1.26"))
+    assert drifted["hedge_race_mismatches"] == []
+    assert drifted["hedge_race_score_drift"] == pytest.approx(1 - 1.20 / 1.26)
+    other = table(3.3551e-3)
+    other[len(_study("0.956")) + 1]["state"] = "complete"  # its second search trial was pruned
+    assert replayed(other)["hedge_race_mismatches"] == [7]  # another search
