@@ -21,7 +21,8 @@ hedge's run is new (``Bench.run``, the study's training seed, cached in the runs
 For ``short`` and ``all`` a replay is what a re-run would give: the rule acts only after the runs it reads,
 which it does not choose. For ``hedge`` the search is the same (both confirm 2 configs, so the
 search stops at the same point) and one target run is new. ``hedge`` is what autotune now ships
-(budget.confirm_hedge, ``hedge2x1`` in end_to_end.py): where a task's table also holds real
+(budget.confirm_hedge, ``hedge2x1`` in end_to_end.py; the replay scales with the shipped
+``autotune.study.confirm.hedge``): where a task's table also holds real
 ``hedge2x1@0.2`` studies, each is checked against the replay (the same search trials, and the
 same recommendation): ``hedge_raced`` and ``hedge_race_mismatches``.
 
@@ -53,7 +54,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from autotune.spec import load_spec  # noqa: E402
+from autotune.spec import StudySpec, load_spec  # noqa: E402
+from autotune.study import confirm  # noqa: E402
 from bench.end_to_end import RESULTS, Bench, Key, _key, _read, _row_key, paired, sign_test  # noqa: E402
 
 HEDGED = "hedge2x1@0.2"  # the shipped default's studies, where raced (end_to_end.py SHIPPED)
@@ -99,16 +101,18 @@ def pick(configs: list[dict[str, Any]], rule: str) -> Key | None:
     return None if best is None else best["config"]
 
 
-def hedge(configs: list[dict[str, Any]], scale: float, low: float, at_target: Callable[[Key], float]) -> Key | None:
-    """The search's best config against itself with its learning rate times ``scale`` (not below
-    ``low``), whose one run at the target ``at_target`` trains (see the module's docstring)."""
+def hedge(configs: list[dict[str, Any]], spec: StudySpec, target: int, at_target: Callable[[Key], float]) -> Key | None:
+    """The search's best config against its hedge, the config a study with ``spec`` and a target of
+    ``target`` examples confirms in its place (``autotune.study.confirm.hedge``, the shipped rule),
+    whose one run at the target ``at_target`` trains (see the module's docstring)."""
     best = min(configs, key=lambda c: (c["short"], c["trial"]), default=None)
     if best is None:
         return None
     rank, batch, lr, extra = best["config"]
-    smaller = _key(rank, batch, max(float(lr) * scale, low), extra)
-    if smaller == best["config"]:  # already at the range's low end
-        return smaller
+    scaled = confirm.hedge(spec, {"learning_rate": float(lr)}, target)
+    if scaled is None:  # already at the range's low end
+        return best["config"]
+    smaller = _key(rank, batch, scaled["learning_rate"], extra)
     return smaller if at_target(smaller) < statistics.fmean(best["target"]) else best["config"]
 
 
@@ -122,8 +126,6 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
     mismatched, raced, hedge_mismatched = [], [], []
     drift = 0.0
     spec = bench.spec
-    scale = math.sqrt(spec.budget.train_examples / bench.target)
-    low = spec.search.learning_rate.low or 0.0
     # every raced study trains with the task's training seed, whatever its sampler's study seed
     train_seed = spec.train_seed if spec.train_seed is not None else spec.seed  # study/confirm.py `seeds`
 
@@ -139,7 +141,7 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
             continue  # not raced, or no room for the confirmation: nothing to replay
         configs = confirmed_configs(mine, bench.spec.budget.train_examples)
         picks = {rule: pick(configs, rule) for rule in RULES}
-        picks["hedge"] = hedge(configs, scale, low, at_target)
+        picks["hedge"] = hedge(configs, spec, bench.target, at_target)
         if picks["target"] != _row_key(rec):
             mismatched.append(study_seed)
         real = next((r for r in _seed_rows(rows, HEDGED, study_seed) if r["trial"] == "rec"), None)

@@ -7,8 +7,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import yaml
 
+from autotune.spec import load_spec, parse_spec
 from bench import e2e_rules
+
+QI_SPEC = Path(__file__).resolve().parents[2] / "bench/specs/quickstart-interior.yaml"
 
 
 def _row(trial: str, rank: int, lr: float, score: str, examples: int, state: str = "complete") -> dict[str, str]:
@@ -68,13 +72,17 @@ def test_hedge_trains_the_best_config_at_a_smaller_step_and_keeps_whichever_scor
 
         return run
 
-    scale = (1024 / 1682) ** 0.5
-    assert e2e_rules.hedge(configs, scale, 3e-4, at_target(1.0)) == (16, 16, "0.0033551", "")  # 1.0 < A's 1.040
+    # quickstart-interior's spec: 1,024 examples a trial, lr from 1e-3; a target of 1,682: lr x 0.78
+    spec, target = _Bench(Path()).spec, 1682
+    assert e2e_rules.hedge(configs, spec, target, at_target(1.0)) == (16, 16, "0.0033551", "")  # 1.0 < A's 1.040
     assert asked == [(16, 16, "0.0033551", "")]  # the runner-up B is not run again
-    assert e2e_rules.hedge(configs, scale, 3e-4, at_target(1.1)) == (16, 16, "0.0043", "")
+    assert e2e_rules.hedge(configs, spec, target, at_target(1.1)) == (16, 16, "0.0043", "")
     # at the range's low end there is nothing to hedge with, and nothing is trained
     asked.clear()
-    assert e2e_rules.hedge(configs, scale, 4.3e-3, at_target(0.5)) == (16, 16, "0.0043", "")
+    data = yaml.safe_load(QI_SPEC.read_text())
+    data["search"]["learning_rate"]["low"] = 4.3e-3
+    at_low = parse_spec(data, "test")
+    assert e2e_rules.hedge(configs, at_low, target, at_target(0.5)) == (16, 16, "0.0043", "")
     assert asked == []
 
 
@@ -88,9 +96,7 @@ class _Bench:
     """What ``replay`` reads of ``end_to_end.Bench``: the spec, the target, the race table and runs."""
 
     def __init__(self, race_csv: Path) -> None:
-        from autotune.spec import load_spec
-
-        self.spec = load_spec(Path(__file__).resolve().parents[2] / "bench/specs/quickstart-interior.yaml")
+        self.spec = load_spec(QI_SPEC)
         self.target, self.race_csv = 1682, race_csv
         self.trained: list[tuple[str, Any, int]] = []
 
