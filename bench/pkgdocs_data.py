@@ -18,6 +18,7 @@ Run: python bench/pkgdocs_data.py
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import os
@@ -27,15 +28,28 @@ import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(REPO))
-
-from autotune.inputs.stdlib_docstrings import _SKIP_DIRS, _docstrings  # noqa: E402
-
 PACKAGES = ("networkx", "numpy", "pygments", "sqlalchemy", "sympy", "trio")
 PER_LABEL = 320
 SEED = 0
 OUT = REPO / "bench" / "data" / "pkgdocs.jsonl"
+# as autotune.inputs.stdlib_docstrings (bench/ imports public names only, so its walk is copied here)
+_SKIP_DIRS = {"test", "tests", "__pycache__", "idle_test"}
+_MAX_CHARS = 400
+
+
+def _docstrings(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = ast.get_docstring(node)
+            if doc and len(doc) >= 20:
+                out.append(" ".join(doc.split())[:_MAX_CHARS])
+    return out
 
 
 def package_docstrings(pkg: str) -> list[str]:
