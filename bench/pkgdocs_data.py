@@ -4,9 +4,9 @@ design (issue 20: "a seq-cls task with another model or data; not the quickstart
 Docstrings of six installed third-party packages, labelled by package: graphs (networkx), arrays
 (numpy), syntax highlighting (pygments), databases (sqlalchemy), symbolic maths (sympy) and async
 I/O (trio). The quickstart's data is the standard library's; none of these texts is in it. Built
-like autotune.inputs.stdlib_docstrings (sorted walk, ast only, nothing imported), then 320 drawn per
-package with a fixed seed, so the classes are balanced (chance 1/6) and the size is the
-quickstart's (~1,900 examples).
+with the quickstart's own walk, autotune.inputs.stdlib_docstrings.package_docstrings (sorted, ast
+only, nothing imported), then 320 drawn per package with a fixed seed, so the classes are
+balanced (chance 1/6) and the size is the quickstart's (~1,900 examples).
 
 The file is committed (bench/data/pkgdocs.jsonl) with the package versions it was built from
 (bench/data/pkgdocs.versions.json), since another install gives other docstrings. The spec beside
@@ -18,7 +18,6 @@ Run: python bench/pkgdocs_data.py
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import json
 import os
@@ -28,39 +27,20 @@ import sysconfig
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(REPO))
+
+from autotune.inputs import stdlib_docstrings  # noqa: E402
+
 PACKAGES = ("networkx", "numpy", "pygments", "sqlalchemy", "sympy", "trio")
 PER_LABEL = 320
 SEED = 0
 OUT = REPO / "bench" / "data" / "pkgdocs.jsonl"
-# as autotune.inputs.stdlib_docstrings (bench/ imports public names only, so its walk is copied here)
-_SKIP_DIRS = {"test", "tests", "__pycache__", "idle_test"}
-_MAX_CHARS = 400
-
-
-def _docstrings(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except (SyntaxError, UnicodeDecodeError, OSError):
-        return []
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            doc = ast.get_docstring(node)
-            if doc and len(doc) >= 20:
-                out.append(" ".join(doc.split())[:_MAX_CHARS])
-    return out
 
 
 def package_docstrings(pkg: str) -> list[str]:
-    base = os.path.join(sysconfig.get_paths()["purelib"], pkg)
-    out: list[str] = []
-    for dirpath, dirnames, filenames in sorted(os.walk(base)):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                out.extend(_docstrings(os.path.join(dirpath, name)))
-    return list(dict.fromkeys(out))  # a docstring copied between modules is one example
+    docs = stdlib_docstrings.package_docstrings(os.path.join(sysconfig.get_paths()["purelib"], pkg))
+    return list(dict.fromkeys(docs))  # a docstring copied between modules is one example
 
 
 def main() -> None:

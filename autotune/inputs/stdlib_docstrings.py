@@ -55,6 +55,18 @@ def _docstrings(path: str) -> list[str]:
     return out
 
 
+def package_docstrings(base: str) -> list[str]:
+    """Every docstring of 20+ characters in the package directory ``base``, files in sorted order,
+    test directories skipped (also bench/pkgdocs_data.py's source, on other packages)."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in sorted(os.walk(base)):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                out.extend(_docstrings(os.path.join(dirpath, name)))
+    return out
+
+
 @functools.cache
 def _build() -> tuple[tuple[str, str], ...]:
     root = sysconfig.get_paths()["stdlib"]
@@ -66,12 +78,7 @@ def _build() -> tuple[tuple[str, str], ...]:
     gc.disable()
     try:
         for pkg in PACKAGES:
-            base = os.path.join(root, pkg)
-            for dirpath, dirnames, filenames in sorted(os.walk(base)):
-                dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-                for name in sorted(filenames):
-                    if name.endswith(".py"):
-                        rows.extend((text, pkg) for text in _docstrings(os.path.join(dirpath, name)))
+            rows.extend((text, pkg) for text in package_docstrings(os.path.join(root, pkg)))
     finally:
         if gc_was_on:
             gc.enable()
