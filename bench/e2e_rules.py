@@ -60,7 +60,7 @@ from bench.end_to_end import RESULTS, Bench, Key, _key, _read, _row_key, paired,
 
 HEDGED = "hedge2x1@0.2"  # the shipped default's studies, where raced (end_to_end.py SHIPPED)
 RULES = ("target", "short", "all")  # choices among the confirmed configs, from the race table alone
-ALL_RULES = (*RULES, "hedge")
+ALL_RULES = (*RULES, "hedge", "hedge3")
 
 
 def confirmed_configs(rows: list[dict[str, str]], short_examples: int) -> list[dict[str, Any]]:
@@ -101,19 +101,45 @@ def pick(configs: list[dict[str, Any]], rule: str) -> Key | None:
     return None if best is None else best["config"]
 
 
-def hedge(configs: list[dict[str, Any]], spec: StudySpec, target: int, at_target: Callable[[Key], float]) -> Key | None:
-    """The search's best config against its hedge, the config a study with ``spec`` and a target of
-    ``target`` examples confirms in its place (``autotune.study.confirm.hedge``, the shipped rule),
-    whose one run at the target ``at_target`` trains (see the module's docstring)."""
+def _hedge_of(configs: list[dict[str, Any]], spec: StudySpec, target: int) -> tuple[dict[str, Any], Key | None] | None:
+    """The search's best confirmed config and its hedge's key (None where its lr is already at the
+    range's low end), as a study with ``spec`` and a target of ``target`` examples confirms it
+    (``autotune.study.confirm.hedge``, the shipped rule); None when nothing was confirmed."""
     best = min(configs, key=lambda c: (c["short"], c["trial"]), default=None)
     if best is None:
         return None
     rank, batch, lr, extra = best["config"]
     scaled = confirm.hedge(spec, {"learning_rate": float(lr)}, target)
-    if scaled is None:  # already at the range's low end
-        return best["config"]
-    smaller = _key(rank, batch, scaled["learning_rate"], extra)
+    return best, None if scaled is None else _key(rank, batch, scaled["learning_rate"], extra)
+
+
+def hedge(configs: list[dict[str, Any]], spec: StudySpec, target: int, at_target: Callable[[Key], float]) -> Key | None:
+    """The search's best config against its hedge, the config a study confirms in its place, whose
+    one run at the target ``at_target`` trains (see the module's docstring)."""
+    found = _hedge_of(configs, spec, target)
+    if found is None:
+        return None
+    best, smaller = found
+    if smaller is None:
+        return best["config"]  # type: ignore[no-any-return]
     return smaller if at_target(smaller) < statistics.fmean(best["target"]) else best["config"]
+
+
+def hedge3(
+    configs: list[dict[str, Any]], spec: StudySpec, target: int, at_target: Callable[[Key], float]
+) -> Key | None:
+    """``hedge3x1`` replayed: the search's best, its runner-up and the best one's hedge, each run
+    once at the target, the lowest target score wins (ties to the search's order, the hedge last).
+    A real hedge3x1 study stops its search one target run earlier: this replay keeps the 2-slot
+    study's search, so it spends one target run more than its share."""
+    found = _hedge_of(configs, spec, target)
+    if found is None:
+        return None
+    ranked = sorted(configs, key=lambda c: (statistics.fmean(c["target"]), c["trial"]))
+    scores: dict[Key, float] = {c["config"]: statistics.fmean(c["target"]) for c in ranked}
+    if found[1] is not None:
+        scores.setdefault(found[1], at_target(found[1]))
+    return min(scores, key=lambda k: scores[k])
 
 
 def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
@@ -129,9 +155,13 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
     # every raced study trains with the task's training seed, whatever its sampler's study seed
     train_seed = spec.train_seed if spec.train_seed is not None else spec.seed  # study/confirm.py `seeds`
 
-    def at_target(key: Key) -> float:
-        bench.run("hedge", key, train_seed)
-        return bench.score(key, train_seed)
+    scored: dict[Key, float] = {}
+
+    def at_target(key: Key) -> float:  # hedge and hedge3 ask for the same run: asked once
+        if key not in scored:
+            bench.run("hedge", key, train_seed)
+            scored[key] = bench.score(key, train_seed)
+        return scored[key]
 
     short = spec.budget.train_examples
     for study_seed in range(seeds):
@@ -142,6 +172,7 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
         configs = confirmed_configs(mine, bench.spec.budget.train_examples)
         picks = {rule: pick(configs, rule) for rule in RULES}
         picks["hedge"] = hedge(configs, spec, bench.target, at_target)
+        picks["hedge3"] = hedge3(configs, spec, bench.target, at_target)
         if picks["target"] != _row_key(rec):
             mismatched.append(study_seed)
         real = next((r for r in _seed_rows(rows, HEDGED, study_seed) if r["trial"] == "rec"), None)
@@ -172,6 +203,7 @@ def replay(bench: Bench, strategy: str, seeds: int) -> dict[str, Any]:
         "hedge_race_score_drift": drift,
         **{f"median_regret_{r}": statistics.median(s[r]["regret"] for s in per_seed.values()) for r in ALL_RULES},
         **{f"{r}_vs_target": against(per_seed, r) for r in ALL_RULES if r != "target"},
+        "hedge3_vs_hedge": against(per_seed, "hedge3", "hedge"),  # the runner-up's slot, on top of the shipped rule
     }
 
 
@@ -197,12 +229,13 @@ def _search(rows: list[dict[str, str]], short_examples: int) -> list[tuple[str, 
     ]
 
 
-def against(per_seed: dict[str, Any], rule: str) -> dict[str, Any]:
-    """``rule`` against the shipped ``target`` on the same seeds, as ``end_to_end.paired`` pairs two
-    strategies (the same config is a tie), and the seeds where its pick differs."""
+def against(per_seed: dict[str, Any], rule: str, ref: str = "target") -> dict[str, Any]:
+    """``rule`` against ``ref`` (the 2-slot confirmation's ``target``) on the same seeds, as
+    ``end_to_end.paired`` pairs two strategies (the same config is a tie), and the seeds where its
+    pick differs."""
     seeds = per_seed.values()
-    changed = sum(s[rule]["config"] != s["target"]["config"] for s in seeds)
-    return {**paired([s[rule]["regret"] for s in seeds], [s["target"]["regret"] for s in seeds]), "changed": changed}
+    changed = sum(s[rule]["config"] != s[ref]["config"] for s in seeds)
+    return {**paired([s[rule]["regret"] for s in seeds], [s[ref]["regret"] for s in seeds]), "changed": changed}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -228,10 +261,10 @@ def main(argv: list[str] | None = None) -> None:
                           f"({t[f'{r}_vs_target']['changed']} changed)" for r in ALL_RULES if r != "target"),
               flush=True)  # fmt: skip
     pooled = {}
-    for r in ALL_RULES[1:]:
-        better = sum(t[f"{r}_vs_target"]["better_in"] for t in tasks.values())
-        worse = sum(t[f"{r}_vs_target"]["worse_in"] for t in tasks.values())
-        changed = sum(t[f"{r}_vs_target"]["changed"] for t in tasks.values())
+    for r, field in [*((r, f"{r}_vs_target") for r in ALL_RULES[1:]), ("hedge3_vs_hedge", "hedge3_vs_hedge")]:
+        better = sum(t[field]["better_in"] for t in tasks.values())
+        worse = sum(t[field]["worse_in"] for t in tasks.values())
+        changed = sum(t[field]["changed"] for t in tasks.values())
         pooled[r] = {
             "changed": changed,
             "better_in": better,
@@ -242,8 +275,8 @@ def main(argv: list[str] | None = None) -> None:
     (out / "e2e_rules.json").write_text(json.dumps(res, indent=2) + "\n")
     n = sum(len(t["seeds"]) for t in tasks.values())
     print(f"e2e_rules tasks={len(tasks)} seeds={n} " + " ".join(
-        f"{r}_vs_target={c['better_in']}/{c['worse_in']} p={c['sign_test_p']:.4f} changed={c['changed']}"
-        for r, c in pooled.items()))  # fmt: skip
+        f"{r if '_vs_' in r else r + '_vs_target'}={c['better_in']}/{c['worse_in']} p={c['sign_test_p']:.4f} "
+        f"changed={c['changed']}" for r, c in pooled.items()))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -86,6 +86,26 @@ def test_hedge_trains_the_best_config_at_a_smaller_step_and_keeps_whichever_scor
     assert asked == []
 
 
+def test_hedge3_runs_the_runner_up_too_and_keeps_the_lowest_of_the_three_target_scores() -> None:
+    configs = e2e_rules.confirmed_configs(_study("0.956"), short_examples=1024)  # A 1.040, B 0.956 at the target
+    spec, target, asked = _Bench(Path()).spec, 1682, []
+
+    def at_target(score: float) -> Any:
+        def run(key: Any) -> float:
+            asked.append(key)
+            return score
+
+        return run
+
+    hedged = (16, 16, "0.0033551", "")  # A's lr x 0.78
+    assert e2e_rules.hedge3(configs, spec, target, at_target(0.9)) == hedged  # 0.9 below both
+    assert asked == [hedged]  # A and B ran at the target in the study: only the hedge is new
+    # the runner-up B (0.956) beats the hedge (1.0): the 2-slot hedge rule, which never ran B, would keep A
+    assert e2e_rules.hedge3(configs, spec, target, at_target(1.0)) == (16, 16, "0.0096", "")
+    assert e2e_rules.hedge(configs, spec, target, at_target(1.0)) == hedged
+    assert e2e_rules.hedge3([], spec, target, at_target(1.0)) is None
+
+
 def test_short_keeps_the_search_order_whatever_the_target_runs_say() -> None:
     configs = e2e_rules.confirmed_configs(_study("0.5"), short_examples=1024)
     assert e2e_rules.pick(configs, "short") == (16, 16, "0.0043", "")
