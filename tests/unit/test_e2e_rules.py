@@ -100,7 +100,7 @@ def test_hedge3_runs_the_runner_up_too_and_keeps_the_lowest_of_the_three_target_
     hedged = (16, 16, "0.0033551", "")  # A's lr x 0.78
     assert e2e_rules.hedge3(configs, spec, target, at_target(0.9)) == hedged  # 0.9 below both
     assert asked == [hedged]  # A and B ran at the target in the study: only the hedge is new
-    # the runner-up B (0.956) beats the hedge (1.0): the 2-slot hedge rule, which never ran B, would keep A
+    # the runner-up B (0.956) beats the hedge (1.0); the 2-slot hedge rule, which never runs B, keeps the hedge
     assert e2e_rules.hedge3(configs, spec, target, at_target(1.0)) == (16, 16, "0.0096", "")
     assert e2e_rules.hedge(configs, spec, target, at_target(1.0)) == hedged
     assert e2e_rules.hedge3([], spec, target, at_target(1.0)) is None
