@@ -10,8 +10,9 @@ balanced (chance 1/6) and the size is the quickstart's (~1,900 examples).
 
 The file is committed (bench/data/pkgdocs.jsonl) with the package versions it was built from
 (bench/data/pkgdocs.versions.json), since another install gives other docstrings. The spec beside
-it, bench/specs/pkgdocs.yaml, is what `autotune init bench/data/pkgdocs.jsonl` drafts, unedited
-but for its name, so that no choice in it was made by looking at results.
+it, bench/specs/pkgdocs.yaml, is what `autotune init` drafts from this file, with one edit made
+before any run (max_length 144 cut to the quickstart's 48, for time; the spec says so), so that
+no choice in it was made by looking at results.
 
 Run: python bench/pkgdocs_data.py
 """
