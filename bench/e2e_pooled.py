@@ -10,7 +10,14 @@ regret's standard error is 0.4% on the smoke tasks, 3.8-5.4% on the quickstart's
 seeds weighs each the same, whatever its task's scale. Each task's own count stays beside it,
 so that a pooled win that one task carries is visible as such.
 
+The sign test takes each regret as exact. Beside it, ``boot``: the two-level bootstrap of
+``e2e_boot.py`` (study seeds and fresh training seeds resampled in each task, the tasks' mean
+regret differences averaged, each task weighing the same), which counts the fresh seeds' own
+noise: where a task's study seeds recommend a few configs, the sign test counts one noisy
+comparison many times.
+
 Run: python bench/e2e_pooled.py --tasks quickstart quickstart-interior smoke smoke-interior
+(``--fresh-seeds N`` pools the summaries judged on N fresh seeds, e2e_<task>_fresh<N>.json)
 Writes bench/results/e2e_pooled.json (``--out`` names another) and ends with
 ``e2e_pooled tasks=N vs_random_asha=B/W p=P vs_grid_pick=B/W p=P`` (B: seeds better, W: worse).
 """
@@ -27,7 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from bench.end_to_end import RESULTS, sign_test  # noqa: E402
+from bench import e2e_boot  # noqa: E402
+from bench.end_to_end import FRESH_SEEDS, RESULTS, sign_test, summary_name  # noqa: E402
 
 
 def pool(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -45,11 +53,20 @@ def pool(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for other, tasks in sorted(by_other.items()):
         better = sum(t["better_in"] for t in tasks.values())
         worse = sum(t["worse_in"] for t in tasks.values())
+        # a summary written before the bootstrap existed has no pairs: the pooled bootstrap leaves it out, and says so
+        boots = {
+            task: {"pairs": c["pairs"], "oracle": res["fresh_oracle"], "scores": res["fresh_scores"]}
+            for task, res in results.items()
+            for name, c in res["paired@0.2"].items()
+            if name.split(" vs ", 1)[1] == other and "pairs" in c
+        }
         out[other] = {
             "tasks": tasks,
             "better_in": better,
             "worse_in": worse,
             "sign_test_p": sign_test(better, worse),
+            "boot": e2e_boot.pooled(list(boots.values())),
+            "boot_tasks": sorted(boots),
             # tasks whose seeds favour the default, counted by task: a pooled win carried by one task shows here
             "tasks_better": sum(t["better_in"] > t["worse_in"] for t in tasks.values()),
             "tasks_worse": sum(t["better_in"] < t["worse_in"] for t in tasks.values()),
@@ -72,11 +89,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tasks", nargs="+", required=True, help="task names: each reads e2e_<task>.json")
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument("--out", default="e2e_pooled.json", help="the file written in --out-dir (default e2e_pooled.json)")
+    ap.add_argument("--fresh-seeds", type=int, default=len(FRESH_SEEDS), help="read the summaries judged on this "
+                    "many fresh seeds (e2e_<task>_fresh<N>.json; default 3: e2e_<task>.json)")  # fmt: skip
     args = ap.parse_args(argv)
     out = Path(args.out_dir)
     results = {}
     for task in args.tasks:
-        path = out / f"e2e_{task}.json"
+        path = out / summary_name(task, args.fresh_seeds)
         if not path.exists():
             raise SystemExit(f"e2e_pooled: {path} does not exist; run end_to_end.py summary for {task} first")
         results[task] = json.loads(path.read_text())
@@ -86,6 +105,11 @@ def main(argv: list[str] | None = None) -> None:
         per_task = ", ".join(f"{t} {v['better_in']}/{v['worse_in']}" for t, v in c["tasks"].items())
         print(f"vs {other}: better in {c['better_in']}, worse in {c['worse_in']} seeds over {len(c['tasks'])} tasks, "
               f"sign test p={c['sign_test_p']:.4f} ({per_task})")  # fmt: skip
+        if c["boot"] is not None:
+            b = c["boot"]
+            print(f"  bootstrap over study and fresh seeds, {b['tasks']} tasks weighing the same: mean diff "
+                  f"{b['mean_diff']:+.4f}, 95% [{b['ci95'][0]:+.4f}, {b['ci95'][1]:+.4f}], "
+                  f"better in {b['share_better']:.0%} of replicates")  # fmt: skip
     print(last_line(pooled, len(args.tasks)))
 
 

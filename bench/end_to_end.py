@@ -22,13 +22,15 @@ against the best config measured the same way (its regret), at equal compute (is
 4. ``confirm``: at 10%, 20% and 40% of the grid's compute, each study's recommendation (its best
    complete trial so far), the grid's own pick and the oracle are trained at the target budget
    with the fresh training seeds 101, 102, 103 (``--fresh-seeds N``: 101 to 100 + N); a config
-   is trained once per seed, whatever asks.
+   is trained once per seed, whatever asks. ``--part i/n`` lists every run the summary asks for and
+   trains the i-th of n shares of those missing, so that n processes train none twice.
 5. ``summary``: regret = a recommendation's mean score over the fresh seeds / the oracle's mean
    over the same seeds - 1 (accuracy: the oracle's mean minus its, in points); noise = the median
    seed spread of the grid's top 8. Also what these seeds can resolve: ``regret_se``, one
    regret's standard error (the fresh seeds' pooled spread), and ``paired@0.2``, the default
    against each other strategy and the grid's pick on the same study seeds (seeds better and
-   worse, an exact sign test). Writes bench/results/e2e_<task>.json and ends with
+   worse, an exact sign test). Writes bench/results/e2e_<task>.json (``e2e_<task>_fresh<N>.json``
+   with ``--fresh-seeds N``, from the same runs table) and ends with
    ``e2e task=T default_regret@0.2=X random_asha_regret@0.2=Y grid_pick_regret=Z noise=N reached=K/5``
    (median regrets; K: the default's seeds within the noise at 0.2).
 
@@ -61,6 +63,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 from autotune.inputs.check import check_inputs  # noqa: E402
 from autotune.spec import PrunerSpec, SamplerSpec, StudySpec, load_spec, parse_spec  # noqa: E402
 from autotune.trial import ReportFn, TrialConfig, TrialFn, TrialResult  # noqa: E402
+from bench import e2e_boot  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 STRATEGIES = ("default", "tpe_asha", "random_asha", "grid_random", "warm", "rungs")
@@ -170,14 +173,20 @@ class Bench:
         )
         self.target_spec = spec.model_copy(update={"budget": budget})
         self._worker: TrialFn | None = None
+        # a dry pass (``confirm --part``) lists every run asked for here and trains none
+        self.plan: list[tuple[str, Key, int]] | None = None
 
     def run(self, kind: str, key: Key, seed: int) -> dict[str, str]:
+        if self.plan is not None:
+            self.plan.append((kind, key, seed))
         hit = self.runs.get((key, seed))
-        if hit is None:  # another bench process on the same table (e.g. `confirm` split by strategy) may have it
+        if hit is None and self.plan is None:  # another bench process on the same table may have it
             self.runs.update({(_row_key(r), int(r["train_seed"])): r for r in _read(self.runs_csv)})
             hit = self.runs.get((key, seed))
         if hit is not None:
             return hit
+        if self.plan is not None:  # a stand-in that no table keeps: the dry pass only needs the keys
+            return {"score": "1", "accuracy": "", "examples": "0"}
         from autotune.trial import trial_config
 
         if self._worker is None:
@@ -199,6 +208,8 @@ class Bench:
         return self.runs[(key, seed)]
 
     def score(self, key: Key, seed: int) -> float:
+        if self.plan is not None and (key, seed) not in self.runs:
+            return 1.0  # the dry pass's stand-in (``run``)
         s = self.runs[(key, seed)]["score"]
         return float(s) if s else math.inf  # a run that diverged or ran out of memory scores worst
 
@@ -577,13 +588,38 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
     shipped_name = shipped({"strategies": table})
     at = {st: {i: row["0.2"]["regret"] for i, row in enumerate(t["seeds"]) if "0.2" in row} for st, t in table.items()}
     mine = at.get(shipped_name, {})
+    # the configs behind each regret, for the bootstrap that resamples their fresh seeds (e2e_boot)
+    picked = {
+        st: {i: row["0.2"]["config"] for i, row in enumerate(t["seeds"]) if "0.2" in row} for st, t in table.items()
+    }
+    fresh: e2e_boot.Scores = {}
+
+    def label(key: Key | None) -> str:
+        if key is None:  # no recommendation: an infinite regret, left out like the sign test leaves it
+            fresh["none"] = [math.inf] * len(bench.fresh_seeds)
+            return "none"
+        name = "/".join(str(x) for x in key if x != "")
+        fresh[name] = [bench.score(key, s) for s in bench.fresh_seeds]
+        return name
+
+    def both_ways(a: list[float], b: list[float], pairs: list[tuple[str, str]]) -> dict[str, Any]:
+        return {**paired(a, b), "pairs": pairs, "boot": e2e_boot.boot(pairs, label(oracle), fresh)}
+
     compared = {}
     for other in table:
         both = sorted(mine.keys() & at[other].keys())
         if other != shipped_name and both:
-            compared[f"{shipped_name} vs {other}"] = paired([mine[i] for i in both], [at[other][i] for i in both])
+            compared[f"{shipped_name} vs {other}"] = both_ways(
+                [mine[i] for i in both],
+                [at[other][i] for i in both],
+                [(label(picked[shipped_name][i]), label(picked[other][i])) for i in both],
+            )
     if mine:
-        compared[f"{shipped_name} vs grid_pick"] = paired(list(mine.values()), [pick_regret] * len(mine))
+        compared[f"{shipped_name} vs grid_pick"] = both_ways(
+            list(mine.values()),
+            [pick_regret] * len(mine),
+            [(label(picked[shipped_name][i]), label(pick)) for i in mine],
+        )
     res = {
         "task": bench.spec.name,
         "target_examples": bench.target,
@@ -601,6 +637,9 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
         "fresh_seeds": bench.fresh_seeds,
         "regret_se": bench.regret_se(),
         "paired@0.2": compared,
+        # every compared config's score at each fresh seed, and the oracle's label: e2e_pooled's bootstrap
+        "fresh_scores": fresh,
+        "fresh_oracle": label(oracle),
         "strategies": table,
     }
     return res
@@ -647,6 +686,41 @@ def _last_line(res: dict[str, Any], seeds: int) -> str:
     )
 
 
+def confirm_part(
+    bench: Bench, strategies: list[str], seeds: int, readings: tuple[float, ...], part: tuple[int, int]
+) -> None:
+    """Train the ``part`` (i, n) share of the runs the summary asks for: a dry pass lists them all,
+    and this process trains the missing ones whose config's place in the list plus the seed is i
+    modulo n. The share does not depend on what the table holds yet, so n processes on one table,
+    started at any time, never train the same config and seed twice (two plain ``confirm``
+    processes can, when both reach one at once)."""
+    grid = grid_configs(bench.spec)
+    if any((k, 0) not in bench.runs for k in grid) or any(
+        (k, s) not in bench.runs for k in bench.top() for s in ORACLE_SEEDS
+    ):
+        # the dry pass would pick the oracle among stand-in scores, and plan the wrong config's runs
+        raise SystemExit("end_to_end: confirm --part needs the grid and the oracle stages finished first")
+    bench.plan = []
+    summary(bench, strategies, seeds, readings)
+    kinds: dict[tuple[Key, int], str] = {}
+    for kind, key, seed in bench.plan:
+        kinds.setdefault((key, seed), kind)  # in the summary's order; the first asker names the run
+    configs = {key: i for i, key in enumerate(dict.fromkeys(key for _kind, key, _seed in bench.plan))}
+    bench.plan = None
+    # by config and seed together: a config's missing seeds (e.g. 104-106) alternate between the
+    # parts, where every n-th run of the list would give one part two of each three
+    mine = [w for w in kinds if (configs[w[0]] + w[1]) % part[1] == part[0] and w not in bench.runs]
+    print(f"confirm part {part[0]}/{part[1]}: {len(mine)} runs to train of the {len(kinds)} asked for", flush=True)
+    for key, seed in mine:
+        bench.run(kinds[(key, seed)], key, seed)
+
+
+def summary_name(task: str, fresh_seeds: int) -> str:
+    """The summary's file: ``e2e_<task>.json`` with the 3 fresh seeds, ``e2e_<task>_fresh<N>.json``
+    with N, so that one runs table serves both and neither summary overwrites the other."""
+    return f"e2e_{task}.json" if fresh_seeds == len(FRESH_SEEDS) else f"e2e_{task}_fresh{fresh_seeds}.json"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=("grid", "oracle", "race", "confirm", "summary", "all"))
@@ -671,8 +745,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--only-seeds", nargs="+", type=int, default=None,
                     help="race stage: only these study seeds (so processes share a strategy's seeds)")  # fmt: skip
-    ap.add_argument("--part", default="0/1", help="grid stage: train every n-th config from the i-th (i/n), "
-                    "so that n processes share the grid")  # fmt: skip
+    ap.add_argument("--part", default="0/1", help="grid stage: every n-th config from the i-th (i/n); confirm "
+                    "stage: the i-th of n shares of the runs it lacks; so that n processes share the work")  # fmt: skip
     args = ap.parse_args(argv)
     import optuna
 
@@ -701,10 +775,12 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("grid", "oracle", "race"):
         if args.stage in (name, "all"):
             stages[name]()
-    if args.stage in ("confirm", "summary", "all"):
+    if args.stage == "confirm" and part[1] > 1:
+        confirm_part(bench, args.strategies, args.seeds, tuple(args.readings), part)
+    elif args.stage in ("confirm", "summary", "all"):
         res = summary(bench, args.strategies, args.seeds, tuple(args.readings))
         if args.stage != "confirm":
-            (out / f"e2e_{bench.spec.name}.json").write_text(json.dumps(res, indent=2) + "\n")
+            (out / summary_name(bench.spec.name, args.fresh_seeds)).write_text(json.dumps(res, indent=2) + "\n")
             for strategy, t in res["strategies"].items():
                 print(f"{strategy}: " + " ".join(f"regret@{s} {t[f'median_regret@{s}']:+.4f} "
                                                  f"({t[f'within_noise@{s}']}/{t[f'seeds@{s}']} within noise)"
@@ -718,6 +794,12 @@ def main(argv: list[str] | None = None) -> None:
                     print(
                         f"paired@0.2 {name}: median diff {c['median_diff']:+.4f}, better in {c['better_in']}, "
                         f"worse in {c['worse_in']} of {len(c['diffs'])} seeds, sign test p={c['sign_test_p']:.3f}"
+                    )
+                if c["boot"] is not None:
+                    b = c["boot"]
+                    print(
+                        f"  bootstrap over study and fresh seeds: mean diff {b['mean_diff']:+.4f}, 95% "
+                        f"[{b['ci95'][0]:+.4f}, {b['ci95'][1]:+.4f}], better in {b['share_better']:.0%} of replicates"
                     )
             print(_last_line(res, args.seeds))
 

@@ -85,6 +85,14 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
         assert (c["better_in"], c["worse_in"]) == (sum(x < 0 for x in d), sum(x > 0 for x in d))
     pick_diff = [at["default"] - res["grid_pick"]["regret"]] if math.isfinite(at["default"]) else []
     assert res["paired@0.2"]["default vs grid_pick"]["diffs"] == pytest.approx(pick_diff)
+    # beside each sign test, the bootstrap over fresh seeds reads the same configs' fresh scores
+    for c in res["paired@0.2"].values():
+        (a, b), *_ = c["pairs"]
+        assert len(res["fresh_scores"][a]) == len(res["fresh_scores"][b]) == 3
+        if c["diffs"]:  # one study seed: the bootstrap's point estimate is that seed's difference
+            assert c["boot"]["mean_diff"] == pytest.approx(c["diffs"][0])
+        else:
+            assert c["boot"] is None
 
     # a second summary trains nothing again: every run is read back from the table
     n = len(runs)
@@ -95,7 +103,7 @@ def test_the_bench_runs_end_to_end_and_its_regrets_are_the_tables(
     e2e.main(["summary", *argv, "--strategies", "default", "random_asha", "grid_random", "--fresh-seeds", "4"])
     runs = e2e._read(out / "e2e_e2etask_runs.csv")
     score = {(e2e._row_key(r), int(r["train_seed"])): float(r["score"]) for r in runs}
-    res = json.loads((out / "e2e_e2etask.json").read_text())
+    res = json.loads((out / "e2e_e2etask_fresh4.json").read_text())  # the 3-seed summary stays as it was
     assert res["fresh_seeds"] == [101, 102, 103, 104]
 
     def fresh4(k: tuple[int, int, str, str]) -> float:
@@ -271,3 +279,34 @@ def test_the_paired_comparison_counts_seeds_and_gives_an_exact_sign_test() -> No
     assert four["median_diff"] == pytest.approx(-0.1)
     ties = e2e.paired([0.0, 0.1, float("inf")], [0.0, 0.2, 0.1])
     assert (ties["better_in"], ties["worse_in"], ties["sign_test_p"]) == (1, 0, 1.0)
+
+
+def test_confirm_parts_share_the_fresh_runs_and_more_fresh_seeds_summarise_apart(tmp_path: Path) -> None:
+    spec = tiny_spec("e2efresh", search={"rank": {"choices": [4, 8]}, "batch_size": {"choices": [32, 64]}})
+    _path, out, argv = _task(tmp_path, spec)
+    e2e.main(["grid", *argv])
+    with pytest.raises(SystemExit, match="oracle"):  # it would plan for an oracle of stand-in scores
+        e2e.main(["confirm", *argv, "--strategies", "grid_random", "--readings", "0.2", "--part", "0/2"])
+    e2e.main(["oracle", *argv])
+    runs_csv = out / "e2e_e2efresh_runs.csv"
+    before = len(e2e._read(runs_csv))
+    e2e.main(["confirm", *argv, "--strategies", "grid_random", "--readings", "0.2", "--part", "0/2"])
+    first = e2e._read(runs_csv)[before:]
+    assert first and all(int(r["train_seed"]) in e2e.FRESH_SEEDS for r in first)
+    e2e.main(["confirm", *argv, "--strategies", "grid_random", "--readings", "0.2", "--part", "1/2"])
+    rows = e2e._read(runs_csv)
+    keys = [(e2e._row_key(r), int(r["train_seed"])) for r in rows]
+    assert len(keys) == len(set(keys))  # the two parts trained no config and seed twice
+    second = rows[before + len(first) :]
+    assert second  # each part had its share
+    e2e.main(["summary", *argv, "--strategies", "grid_random", "--readings", "0.2"])
+    three = (out / "e2e_e2efresh.json").read_text()
+    assert len(e2e._read(runs_csv)) == len(rows)  # the parts left the summary nothing to train
+
+    more = [*argv, "--strategies", "grid_random", "--readings", "0.2", "--fresh-seeds", "4"]
+    e2e.main(["confirm", *more, "--part", "1/2"])
+    e2e.main(["summary", *more])  # trains part 0's share of seed 104 itself
+    assert (out / "e2e_e2efresh.json").read_text() == three  # the 3-seed summary is not overwritten
+    four = json.loads((out / "e2e_e2efresh_fresh4.json").read_text())
+    assert four["fresh_seeds"] == [101, 102, 103, 104]
+    assert {int(r["train_seed"]) for r in e2e._read(runs_csv)} >= {104}

@@ -51,3 +51,27 @@ def test_out_names_the_file_so_that_a_pool_over_other_tasks_keeps_the_first(tmp_
     e2e_pooled.main(["--tasks", "a", "--out-dir", str(tmp_path), "--out", "e2e_pooled_a.json"])
     assert json.loads((tmp_path / "e2e_pooled_a.json").read_text())["tasks"] == ["a"]
     assert not (tmp_path / "e2e_pooled.json").exists()
+
+
+def test_fresh_seeds_pools_the_summaries_judged_on_that_many_seeds(tmp_path: Path) -> None:
+    (tmp_path / "e2e_a.json").write_text(json.dumps(_task([-0.1], [0.1])))  # 3 fresh seeds: worse than the pick
+    (tmp_path / "e2e_a_fresh6.json").write_text(json.dumps(_task([-0.1], [-0.1])))  # 6: better
+    e2e_pooled.main(["--tasks", "a", "--out-dir", str(tmp_path), "--fresh-seeds", "6", "--out", "p6.json"])
+    pick = json.loads((tmp_path / "p6.json").read_text())["compared"]["grid_pick"]
+    assert (pick["better_in"], pick["worse_in"]) == (1, 0)
+    with pytest.raises(SystemExit, match=r"e2e_a_fresh4\.json does not exist"):
+        e2e_pooled.main(["--tasks", "a", "--out-dir", str(tmp_path), "--fresh-seeds", "4"])
+
+
+def test_the_pooled_bootstrap_reads_each_tasks_pairs_and_fresh_scores(tmp_path: Path) -> None:
+    a = _task([-0.1], [0.1])
+    a["paired@0.2"]["confirm2x1 vs grid_pick"]["pairs"] = [["A", "O"]]
+    a.update(fresh_scores={"A": [1.2, 1.1, 1.0], "O": [1.0, 1.0, 1.0]}, fresh_oracle="O")
+    (tmp_path / "e2e_a.json").write_text(json.dumps(a))
+    (tmp_path / "e2e_b.json").write_text(json.dumps(_task([-0.1], [0.1])))  # summarised before the bootstrap
+    e2e_pooled.main(["--tasks", "a", "b", "--out-dir", str(tmp_path)])
+    res = json.loads((tmp_path / "e2e_pooled.json").read_text())["compared"]
+    pick = res["grid_pick"]
+    assert pick["boot_tasks"] == ["a"] and pick["boot"]["tasks"] == 1
+    assert pick["boot"]["mean_diff"] == pytest.approx(0.1)
+    assert res["random_asha"]["boot"] is None and res["random_asha"]["boot_tasks"] == []
