@@ -7,8 +7,9 @@ picks fall on a handful of configs (on the quickstart, ten study seeds recommend
 ten seeds carry the same two measurement errors ten times. The sign test then reads one noisy
 comparison of two configs as ten agreeing seeds.
 
-This bootstrap resamples both sources (Davison and Hinkley 1997, section 3.8, resampling at each
-stage of a two-stage design): each replicate draws the fresh seeds with replacement, one draw
+This bootstrap resamples both sources (resampling at each stage of a two-stage design, as
+Davison and Hinkley's "Bootstrap Methods and their Application", 1997, does for hierarchical
+data): each replicate draws the fresh seeds with replacement, one draw
 shared by every config (they share each seed's initialisation and data order, so their errors
 are paired), recomputes every regret from those seeds, then draws the study seeds with
 replacement and takes the mean regret difference. With 3 to 6 fresh seeds the draw is coarse
