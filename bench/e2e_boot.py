@@ -13,7 +13,7 @@ data): each replicate draws the fresh seeds with replacement, one draw
 shared by every config (they share each seed's initialisation and data order, so their errors
 are paired), recomputes every regret from those seeds, then draws the study seeds with
 replacement and takes the mean regret difference. With 3 to 6 fresh seeds the draw is coarse
-and its spread is about (n - 1) / n of the true one: read the interval as a lower bound on the
+and its variance is about (n - 1) / n of the true one: read the interval as a lower bound on the
 uncertainty, not as a test to tune to.
 
 Used by ``end_to_end.py summary`` (each task, ``boot`` in ``paired@0.2``) and ``e2e_pooled.py``
