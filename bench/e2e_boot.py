@@ -65,14 +65,18 @@ def interval(reps: list[float], point: float) -> dict[str, Any]:
     }
 
 
+def point(pairs: list[tuple[str, str]], oracle: str, scores: Scores) -> float:
+    """The mean over study seeds of regret(a) - regret(b) on every fresh seed: the estimate itself."""
+    ref = statistics.fmean(scores[oracle])
+    return statistics.fmean(statistics.fmean(scores[a]) / ref - statistics.fmean(scores[b]) / ref for a, b in pairs)
+
+
 def boot(pairs: list[tuple[str, str]], oracle: str, scores: Scores, seed: int = 0) -> dict[str, Any] | None:
     """One task's comparison: None when no study seed has two finite regrets."""
     pairs = usable(pairs, scores)
     if not pairs:
         return None
-    ref = statistics.fmean(scores[oracle])
-    point = statistics.fmean(statistics.fmean(scores[a]) / ref - statistics.fmean(scores[b]) / ref for a, b in pairs)
-    return interval(replicates(pairs, oracle, scores, N_BOOT, random.Random(seed)), point)
+    return interval(replicates(pairs, oracle, scores, N_BOOT, random.Random(seed)), point(pairs, oracle, scores))
 
 
 def pooled(tasks: list[dict[str, Any]], seed: int = 0) -> dict[str, Any] | None:
@@ -84,9 +88,5 @@ def pooled(tasks: list[dict[str, Any]], seed: int = 0) -> dict[str, Any] | None:
         return None
     rng = random.Random(seed)
     reps = [replicates(p, o, s, N_BOOT, rng) for p, o, s in parts]
-    points = []
-    for p, o, s in parts:
-        ref = statistics.fmean(s[o])
-        points.append(statistics.fmean(statistics.fmean(s[a]) / ref - statistics.fmean(s[b]) / ref for a, b in p))
-    return {**interval([statistics.fmean(col) for col in zip(*reps, strict=True)], statistics.fmean(points)),
-            "tasks": len(parts)}  # fmt: skip
+    mean = statistics.fmean(point(p, o, s) for p, o, s in parts)
+    return {**interval([statistics.fmean(col) for col in zip(*reps, strict=True)], mean), "tasks": len(parts)}
