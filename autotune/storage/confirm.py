@@ -131,12 +131,21 @@ def with_confirmation(row: dict[str, Any], c: Confirmed) -> dict[str, Any]:
 
 def noise_note(ranked: list[Confirmed]) -> str | None:
     """One line when the two best confirmed configs cannot be told apart: their means differ by
-    less than the larger of their seed spreads (max - min over the runs)."""
+    less than the larger of their seed spreads (max - min over the runs). With one run each (the
+    default, ``confirm_seeds: 1``) there is no spread to compare with, and the line says so: on the
+    quickstart one training seed put the hedge ahead in every study where six fresh seeds put it
+    6% behind (docs/search.md, "A second seed for the two confirmed configs")."""
     if len(ranked) < 2 or ranked[1].mean == float("inf"):
         return None
     a, b = ranked[0], ranked[1]
+    if a.runs < 2 and b.runs < 2:
+        return (
+            f"the two best confirmed configs (trials {a.trial_number} and {b.trial_number}) ran once each at the "
+            f"target: their scores differ by {b.mean - a.mean:.4g}, and one training seed cannot say whether that "
+            "is noise (budget.confirm_seeds: 2 measures it)"
+        )
     noise = max(a.spread, b.spread)
-    if min(a.runs, b.runs) < 2 or b.mean - a.mean >= noise:
+    if b.mean - a.mean >= noise:
         return None
     return (
         f"the two best confirmed configs (trials {a.trial_number} and {b.trial_number}) cannot be told apart: "

@@ -27,7 +27,16 @@ def test_note_when_the_gap_is_inside_the_spread() -> None:
     assert note is not None and "(trials 1 and 2) cannot be told apart" in note
 
 
-def test_no_note_when_the_gap_is_wider_than_the_spread_or_unmeasured() -> None:
+def test_no_note_when_the_gap_is_wider_than_the_spread_or_there_is_one_config() -> None:
     assert noise_note([_c(1, 1.00, 1.01), _c(2, 1.20, 1.21)]) is None
-    assert noise_note([_c(1, 1.00), _c(2, 1.001)]) is None  # one run each: no spread to compare with
     assert noise_note([_c(1, 1.00, 1.01)]) is None
+    assert noise_note([_c(1, 1.00), _c(2, runs=1)]) is None  # the runner-up's one run failed: it is worst
+
+
+def test_one_run_each_says_the_gap_is_unmeasured_and_one_measured_spread_is_used() -> None:
+    note = noise_note([_c(8, 0.861), _c(9, 0.881)])  # the quickstart's default: best and hedge, once each
+    assert note is not None and "(trials 8 and 9) ran once each" in note and "differ by 0.02" in note
+    assert "budget.confirm_seeds: 2" in note
+    # one config with two runs: its spread (0.1) is the noise the gap (0.05) is read against
+    assert "cannot be told apart" in (noise_note([_c(1, 1.00, 1.10), _c(2, 1.10)]) or "")
+    assert noise_note([_c(1, 1.00, 1.01), _c(2, 1.10)]) is None
