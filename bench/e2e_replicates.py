@@ -53,6 +53,7 @@ from bench.end_to_end import FRESH_SEEDS, RESULTS, Bench, Key, _read, _row_key, 
 
 SHARE = 0.2  # the issue's reading
 SHIPPED = f"hedge2x1@{SHARE}"
+SEEDS_EACH = 2  # hedge2x2: each confirmed config's training seeds (budget.confirm_seeds)
 # raced for real on some tasks, with the same search room: their search must be the replayed prefix,
 # and a real hedge2x2 study's recommendation the replayed pick
 REAL = (f"hedge2x2@{SHARE}", f"confirm2x2@{SHARE}")
@@ -91,15 +92,15 @@ def candidates(search: list[dict[str, str]], bench: Bench) -> list[Key]:
     return [c["config"] for c in configs[:2]]
 
 
-def replay_task(bench: Bench, seeds: int, replicates: int, keep_search: bool = False) -> dict[str, Any]:
+def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str, Any]:
     """Each study seed's hedge2x2 pick against its hedge2x1 recommendation. ``keep_search``: the
     hedge2x1 study's whole search (its room for 2 x 1 target runs), the extra runs on top of the
     share, so that the second seed is judged apart from the search it costs."""
     rows = _read(bench.race_csv)
     short = bench.spec.budget.train_examples
-    room = SHARE * bench.grid_compute() - 2 * (1 if keep_search else replicates) * bench.target_cost()
+    room = SHARE * bench.grid_compute() - 2 * (1 if keep_search else SEEDS_EACH) * bench.target_cost()
     base = bench.spec.train_seed if bench.spec.train_seed is not None else bench.spec.seed
-    train_seeds = [base + i for i in range(replicates)]  # confirm.seeds
+    train_seeds = [base + i for i in range(SEEDS_EACH)]  # confirm.seeds
     oracle = bench.oracle()
     ref = bench.confirmed(oracle)["score"]
     assert ref is not None
@@ -185,7 +186,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--specs", nargs="+", required=True, help="each task's spec (its hedge2x1 race is read)")
     ap.add_argument("--seeds", type=int, default=10, help="study seeds 0..N-1 read (those raced)")
     ap.add_argument("--fresh-seeds", type=int, default=len(FRESH_SEEDS), help="each pick's re-training seeds, from 101")
-    ap.add_argument("--replicates", type=int, default=2, help="training seeds per confirmed config (2: hedge2x2)")
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument("--cache-dir", default=None, help="the model cache (tests build tiny models)")
     ap.add_argument(
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         bench = Bench(load_spec(path), out, args.cache_dir, fresh)
         if not bench.race_csv.exists():
             raise SystemExit(f"e2e_replicates: {bench.race_csv} does not exist; race hedge2x1 on {path} first")
-        t = tasks[bench.spec.name] = replay_task(bench, args.seeds, args.replicates, args.keep_search)
+        t = tasks[bench.spec.name] = replay_task(bench, args.seeds, args.keep_search)
         c = t["hedge2x2_vs_hedge2x1"]
         b = c["boot"] or {"mean_diff": math.nan, "ci95": [math.nan, math.nan]}
         print(f"{bench.spec.name}: {len(t['seeds'])} seeds, real mismatches {t['real_mismatches']} of "
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
          for t in tasks.values()]
     )  # fmt: skip
     pooled = {"better_in": better, "worse_in": worse, "sign_test_p": sign_test(better, worse), "boot": boot}
-    res = {"replicates": args.replicates, "keep_search": args.keep_search, "fresh_seeds": fresh, "tasks": tasks,
+    res = {"replicates": SEEDS_EACH, "keep_search": args.keep_search, "fresh_seeds": fresh, "tasks": tasks,
            "pooled": pooled}  # fmt: skip
     suffix = ("" if args.fresh_seeds == len(FRESH_SEEDS) else f"_fresh{args.fresh_seeds}") + (
         "_keepsearch" if args.keep_search else ""
