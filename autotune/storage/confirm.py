@@ -133,8 +133,8 @@ def noise_note(ranked: list[Confirmed]) -> str | None:
     """One line when the two best confirmed configs cannot be told apart: their means differ by
     less than the larger of their seed spreads (max - min over the runs). With one run each (the
     default, ``confirm_seeds: 1``) there is no spread to compare with, and the line says so: on the
-    quickstart one training seed put the hedge ahead in every study where six fresh seeds put it
-    6% behind (docs/search.md, "A second seed for the two confirmed configs")."""
+    quickstart one training seed put the hedge ahead in every study, and for rank 8 six fresh seeds
+    put it 6% behind (docs/search.md, "A second seed for the two confirmed configs")."""
     if len(ranked) < 2 or ranked[1].mean == float("inf"):
         return None
     a, b = ranked[0], ranked[1]
