@@ -25,7 +25,11 @@ same room; where ``hedge2x2@0.2`` was (the test), its recommendation is the pick
 and end states), or whose real hedge2x2 study recommended another config.
 
 ``--keep-search`` keeps each hedge2x1 study's whole search instead, and spends the two extra target
-runs on top of the share: what the second seed is worth apart from the search it costs.
+runs on top of the share: what the second seed is worth apart from the search it costs. Where
+hedge2x1 was also raced to that larger share (0.2 plus two target runs: ``end_to_end.py race
+--strategies hedge2x1 --readings S``), the same compute spent on more search instead is set
+against it (``hedge2x2_vs_wider``, ``wider_vs_hedge2x1``), and the longer study's search is checked
+to begin with the 0.2 study's (``wider_mismatches``), the premise of the replay.
 
 Run: python bench/e2e_replicates.py --specs studies/quickstart.yaml ... --fresh-seeds 6 [--keep-search]
 Writes bench/results/e2e_replicates[_fresh<N>][_keepsearch].json: each task's picks and regrets, hedge2x2
@@ -117,6 +121,15 @@ def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str
         return got / ref - 1
 
     regret(oracle)
+    # keep_search spends 0.2 plus two target runs: a hedge2x1 study raced to that share (if any) is
+    # the same compute spent on more search instead of the second seed
+    wider_share = SHARE + 2 * (SEEDS_EACH - 1) * bench.target_cost() / bench.grid_compute()
+    wider_label = next(
+        (r["strategy"] for r in rows if r["strategy"].startswith("hedge2x1@")
+         and math.isclose(float(r["strategy"].split("@")[1]), wider_share, rel_tol=1e-4)),
+        None,
+    ) if keep_search else None  # fmt: skip
+    wider_mismatches: list[int] = []
     per_seed: dict[str, Any] = {}
     mismatches: list[int] = []
     checked: list[int] = []
@@ -155,12 +168,37 @@ def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str
             "shipped": name(shipped),
             "shipped_regret": regret(shipped),
         }
+        wider = [] if wider_label is None else _seed_rows(rows, wider_label, seed)
+        wider_rec = next((r for r in wider if r["trial"] == "rec" and r["rank"]), None)
+        if wider_rec is not None:
+            per_seed[str(seed)].update(wider=name(_row_key(wider_rec)), wider_regret=regret(_row_key(wider_rec)))
+            ours, theirs_ = _search(mine, short), _search(wider, short)
+            if [t[:5] for t in theirs_[: len(ours)]] != [t[:5] for t in ours]:
+                wider_mismatches.append(seed)  # the longer study did not begin with the shorter one's search
     mine_r = [s["regret"] for s in per_seed.values()]
     theirs = [s["shipped_regret"] for s in per_seed.values()]
     pairs = [(s["pick"] or "none", s["shipped"]) for s in per_seed.values()]
     if any(p == "none" for p, _ in pairs):
         fresh["none"] = [math.inf] * len(bench.fresh_seeds)
+    more: dict[str, Any] = {}
+    if wider_label is not None:
+        both = [s for s in per_seed.values() if "wider" in s]
+        more = {
+            "wider": wider_label,
+            "wider_seeds": len(both),
+            "wider_mismatches": wider_mismatches,  # seeds whose hedge2x1@0.2 search is not a prefix of it
+            "median_regret_wider": statistics.median(s["wider_regret"] for s in both) if both else None,
+        }
+        for field, a, b in [("hedge2x2_vs_wider", "pick", "wider"), ("wider_vs_hedge2x1", "wider", "shipped")]:
+            pairs_ab = [(s[a] or "none", s[b]) for s in both]
+            more[field] = {
+                **paired([s[f"{a}_regret" if a != "pick" else "regret"] for s in both],
+                         [s[f"{b}_regret"] for s in both]),
+                "pairs": pairs_ab,
+                "boot": e2e_boot.boot(pairs_ab, name(oracle), fresh),
+            }  # fmt: skip
     return {
+        **more,
         "room": room,
         "keep_search": keep_search,
         "train_seeds": train_seeds,
@@ -209,6 +247,12 @@ def main(argv: list[str] | None = None) -> None:
               f"{t['real_checked']}, median regret hedge2x2 {t['median_regret_hedge2x2']:+.4f} hedge2x1 "
               f"{t['median_regret_hedge2x1']:+.4f}, {c['better_in']}/{c['worse_in']}, bootstrap "
               f"{b['mean_diff']:+.4f} [{b['ci95'][0]:+.4f}, {b['ci95'][1]:+.4f}]", flush=True)  # fmt: skip
+        for field in ("hedge2x2_vs_wider", "wider_vs_hedge2x1"):
+            if field in t:
+                w, wb = t[field], t[field]["boot"] or {"mean_diff": math.nan, "ci95": [math.nan, math.nan]}
+                print(f"  {field} ({t['wider']}, {t['wider_seeds']} seeds, prefix mismatches "
+                      f"{t['wider_mismatches']}): {w['better_in']}/{w['worse_in']}, bootstrap {wb['mean_diff']:+.4f} "
+                      f"[{wb['ci95'][0]:+.4f}, {wb['ci95'][1]:+.4f}]", flush=True)  # fmt: skip
     better = sum(t["hedge2x2_vs_hedge2x1"]["better_in"] for t in tasks.values())
     worse = sum(t["hedge2x2_vs_hedge2x1"]["worse_in"] for t in tasks.values())
     boot = e2e_boot.pooled(

@@ -292,6 +292,13 @@ def confirm_shape(strategy: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def _share(value: str) -> float:
+    share = float(value)
+    if not 0 < share <= 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: a share of the grid's compute, in (0, 1]")
+    return share
+
+
 def _strategy(value: str) -> str:
     if value in STRATEGIES or confirm_shape(value):
         return value
@@ -737,11 +744,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--readings",
         nargs="+",
-        type=float,
+        type=_share,
         default=list(READINGS),
-        choices=READINGS,
-        help="the readings a confirmKxR strategy runs a study for (one study each), and those the summary "
-        "reads (default: all)",
+        help="the readings a confirmKxR strategy runs a study for (one study each; any share of the grid's "
+        "compute, e.g. e2e_replicates' equal-compute reading), and those the summary reads (of 0.1, 0.2, "
+        "0.4; default: all)",
     )
     ap.add_argument("--only-seeds", nargs="+", type=int, default=None,
                     help="race stage: only these study seeds (so processes share a strategy's seeds)")  # fmt: skip

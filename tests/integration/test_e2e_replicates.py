@@ -69,3 +69,31 @@ def test_the_replay_picks_what_a_real_hedge2x2_study_recommends(tmp_path: Path) 
 
     assert seed["regret"] == pytest.approx(fresh(seed["pick"]) / fresh(task["oracle"]) - 1)
     assert seed["shipped_regret"] == pytest.approx(fresh(seed["shipped"]) / fresh(task["oracle"]) - 1)
+
+
+def test_keep_search_is_set_against_a_hedge2x1_study_given_the_same_compute(tmp_path: Path) -> None:
+    spec = tiny_spec(
+        "e2ewide",
+        search={"rank": {"choices": [4, 8, 16, 32]}, "batch_size": {"choices": [16, 32, 64]}},
+    )
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out, cache = tmp_path / "results", str(tmp_path / "cache")
+    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", cache, "--seeds", "1"]
+    e2e.main(["race", *argv, "--readings", "0.2", "--strategies", "hedge2x1"])
+    grid = [r for r in e2e._read(out / "e2e_e2ewide_runs.csv") if r["kind"] == "grid"]
+    compute = sum(int(r["examples"]) for r in grid)
+    share = 0.2 + 2 * max(int(r["examples"]) for r in grid) / compute  # keep-search's: 0.2 plus two target runs
+    e2e.main(["race", *argv, "--readings", str(share), "--strategies", "hedge2x1"])
+
+    e2e_replicates.main(["--specs", str(path), "--out-dir", str(out), "--cache-dir", cache, "--seeds", "1",
+                         "--keep-search"])  # fmt: skip
+
+    task = json.loads((out / "e2e_replicates_keepsearch.json").read_text())["tasks"]["e2ewide"]
+    assert task["wider_seeds"] == 1 and task["wider_mismatches"] == []  # the wider study began with the 0.2 search
+    race = e2e._read(out / "e2e_e2ewide_race.csv")
+    rec = next(r for r in race if r["strategy"] == task["wider"] and r["trial"] == "rec")
+    assert int(rec["compute"]) <= share * compute + 1e-6  # its search and confirmation within the same share
+    seed = task["seeds"]["0"]
+    assert seed["wider"] == "/".join(str(x) for x in e2e._row_key(rec) if x != "")
+    assert task["hedge2x2_vs_wider"]["pairs"] == [[seed["pick"], seed["wider"]]]
