@@ -53,7 +53,17 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 from autotune.spec import load_spec  # noqa: E402
 from bench import e2e_boot  # noqa: E402
 from bench.e2e_rules import _hedge_of, _same, _search, _seed_rows  # noqa: E402
-from bench.end_to_end import FRESH_SEEDS, RESULTS, Bench, Key, _read, _row_key, paired, sign_test  # noqa: E402
+from bench.end_to_end import (  # noqa: E402
+    FRESH_SEEDS,
+    RESULTS,
+    Bench,
+    Key,
+    _read,
+    _row_key,
+    config_name,
+    paired,
+    sign_test,
+)
 
 SHARE = 0.2  # the reading
 SHIPPED = f"hedge2x1@{SHARE}"
@@ -109,15 +119,12 @@ def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str
     ref = bench.confirmed(oracle)["score"]
     assert ref is not None
 
-    def name(key: Key) -> str:
-        return "/".join(str(x) for x in key if x != "")
-
     fresh: e2e_boot.Scores = {}
 
     def regret(key: Key) -> float:
         got = bench.confirmed(key)["score"]
         assert got is not None
-        fresh[name(key)] = [bench.score(key, s) for s in bench.fresh_seeds]
+        fresh[config_name(key)] = [bench.score(key, s) for s in bench.fresh_seeds]
         return got / ref - 1
 
     regret(oracle)
@@ -162,16 +169,16 @@ def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str
         per_seed[str(seed)] = {
             "search_trials": len(search),
             "search_compute": int(search[-1]["compute"]) if search else 0,
-            "confirmed": {name(k): means[k] for k in keys},
-            "pick": None if pick is None else name(pick),
+            "confirmed": {config_name(k): means[k] for k in keys},
+            "pick": None if pick is None else config_name(pick),
             "regret": math.inf if pick is None else regret(pick),
-            "shipped": name(shipped),
+            "shipped": config_name(shipped),
             "shipped_regret": regret(shipped),
         }
         wider = [] if wider_label is None else _seed_rows(rows, wider_label, seed)
         wider_rec = next((r for r in wider if r["trial"] == "rec" and r["rank"]), None)
         if wider_rec is not None:
-            per_seed[str(seed)].update(wider=name(_row_key(wider_rec)), wider_regret=regret(_row_key(wider_rec)))
+            per_seed[str(seed)].update(wider=config_name(_row_key(wider_rec)), wider_regret=regret(_row_key(wider_rec)))
             ours, theirs_ = _search(mine, short), _search(wider, short)
             if [t[:5] for t in theirs_[: len(ours)]] != [t[:5] for t in ours]:
                 wider_mismatches.append(seed)  # the longer study did not begin with the shorter one's search
@@ -189,20 +196,21 @@ def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str
             "wider_mismatches": wider_mismatches,  # seeds whose hedge2x1@0.2 search is not a prefix of it
             "median_regret_wider": statistics.median(s["wider_regret"] for s in both) if both else None,
         }
+        regret_of = {"pick": "regret", "wider": "wider_regret", "shipped": "shipped_regret"}
         for field, a, b in [("hedge2x2_vs_wider", "pick", "wider"), ("wider_vs_hedge2x1", "wider", "shipped")]:
             pairs_ab = [(s[a] or "none", s[b]) for s in both]
+            regrets = [[s[regret_of[x]] for s in both] for x in (a, b)]
             more[field] = {
-                **paired([s[f"{a}_regret" if a != "pick" else "regret"] for s in both],
-                         [s[f"{b}_regret"] for s in both]),
+                **paired(*regrets),
                 "pairs": pairs_ab,
-                "boot": e2e_boot.boot(pairs_ab, name(oracle), fresh),
-            }  # fmt: skip
+                "boot": e2e_boot.boot(pairs_ab, config_name(oracle), fresh),
+            }
     return {
         **more,
         "room": room,
         "keep_search": keep_search,
         "train_seeds": train_seeds,
-        "oracle": name(oracle),
+        "oracle": config_name(oracle),
         "seeds": per_seed,
         # seeds raced for real (REAL), and those whose real search is not the replayed prefix or,
         # for a real hedge2x2 study, whose recommendation is not the replayed pick
@@ -213,7 +221,7 @@ def replay_task(bench: Bench, seeds: int, keep_search: bool = False) -> dict[str
         "hedge2x2_vs_hedge2x1": {
             **paired(mine_r, theirs),
             "pairs": pairs,
-            "boot": e2e_boot.boot(pairs, name(oracle), fresh),
+            "boot": e2e_boot.boot(pairs, config_name(oracle), fresh),
         },
         "fresh_scores": fresh,
     }

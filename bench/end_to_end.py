@@ -89,6 +89,11 @@ def _key(rank: Any, batch: Any, lr: Any, extra: str | None = "") -> Key:
     return int(rank), int(batch), f"{float(lr):.6g}", extra or ""
 
 
+def config_name(key: Key) -> str:
+    """A config's label in the summaries' ``pairs`` and ``fresh_scores``: rank/batch/lr[/params]."""
+    return "/".join(str(x) for x in key if x != "")
+
+
 def _row_key(r: dict[str, str]) -> Key:
     return _key(r["rank"], r["batch_size"], r["learning_rate"], r.get("params"))
 
@@ -605,7 +610,7 @@ def summary(bench: Bench, strategies: list[str], seeds: int, readings: tuple[flo
         if key is None:  # no recommendation: an infinite regret, left out like the sign test leaves it
             fresh["none"] = [math.inf] * len(bench.fresh_seeds)
             return "none"
-        name = "/".join(str(x) for x in key if x != "")
+        name = config_name(key)
         fresh[name] = [bench.score(key, s) for s in bench.fresh_seeds]
         return name
 

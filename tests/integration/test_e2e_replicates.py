@@ -30,17 +30,19 @@ def test_the_prefix_ends_after_the_first_trial_that_leaves_no_room_for_another()
     assert e2e_replicates.prefix(rows, 128, 127) == []  # not even one short trial: no search
 
 
-def test_the_replay_picks_what_a_real_hedge2x2_study_recommends(tmp_path: Path) -> None:
-    # 36 grid configs, so that 20% of the grid's compute holds 4 target runs and a few short trials
-    spec = tiny_spec(
-        "e2erep",
-        search={"rank": {"choices": [4, 8, 16, 32]}, "batch_size": {"choices": [16, 32, 64]}},
-    )
+def _task(tmp_path: Path, name: str) -> tuple[Path, Path, str, list[str]]:
+    """A test-sized task of 36 grid configs, so that 20% of the grid's compute holds 4 target runs
+    and a few short trials: its spec file, results folder, model cache and one-seed bench arguments."""
+    spec = tiny_spec(name, search={"rank": {"choices": [4, 8, 16, 32]}, "batch_size": {"choices": [16, 32, 64]}})
     path = tmp_path / "task.yaml"
     path.write_text(yaml.safe_dump(spec))
     out, cache = tmp_path / "results", str(tmp_path / "cache")
-    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", cache, "--seeds", "1", "--readings", "0.2"]
-    e2e.main(["race", *argv, "--strategies", "hedge2x1", "hedge2x2"])
+    return path, out, cache, ["--spec", str(path), "--out-dir", str(out), "--cache-dir", cache, "--seeds", "1"]
+
+
+def test_the_replay_picks_what_a_real_hedge2x2_study_recommends(tmp_path: Path) -> None:
+    path, out, cache, argv = _task(tmp_path, "e2erep")
+    e2e.main(["race", *argv, "--readings", "0.2", "--strategies", "hedge2x1", "hedge2x2"])
 
     e2e_replicates.main(["--specs", str(path), "--out-dir", str(out), "--cache-dir", cache, "--seeds", "1"])
 
@@ -72,14 +74,7 @@ def test_the_replay_picks_what_a_real_hedge2x2_study_recommends(tmp_path: Path) 
 
 
 def test_keep_search_is_set_against_a_hedge2x1_study_given_the_same_compute(tmp_path: Path) -> None:
-    spec = tiny_spec(
-        "e2ewide",
-        search={"rank": {"choices": [4, 8, 16, 32]}, "batch_size": {"choices": [16, 32, 64]}},
-    )
-    path = tmp_path / "task.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    out, cache = tmp_path / "results", str(tmp_path / "cache")
-    argv = ["--spec", str(path), "--out-dir", str(out), "--cache-dir", cache, "--seeds", "1"]
+    path, out, cache, argv = _task(tmp_path, "e2ewide")
     e2e.main(["race", *argv, "--readings", "0.2", "--strategies", "hedge2x1"])
     grid = [r for r in e2e._read(out / "e2e_e2ewide_runs.csv") if r["kind"] == "grid"]
     compute = sum(int(r["examples"]) for r in grid)
